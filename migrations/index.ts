@@ -1,0 +1,7 @@
+// The ordered list of migrations, run at start by the Migrator (a second start is a no-op).
+import { Migrator } from "@effect/sql"
+import foundation from "./0001_foundation.js"
+
+export const migrations = Migrator.fromRecord({
+  "0001_foundation": foundation
+})

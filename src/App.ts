@@ -1,0 +1,35 @@
+// The whole program as one layer: database (embedded or DATABASE_URL) -> services -> listeners.
+import { Layer } from "effect"
+import { AdminKey } from "../layers/AdminKey.js"
+import { ApiKeys } from "../layers/ApiKeys.js"
+import { BudgetLedger } from "../layers/BudgetLedger.js"
+import { DatabaseLive } from "../layers/Database.js"
+import { DatabaseUrlLive } from "../layers/EmbeddedPostgres.js"
+import { EndUsers } from "../layers/EndUsers.js"
+import { KeyAuth } from "../layers/KeyAuth.js"
+import { Platforms } from "../layers/Platforms.js"
+import { ApiListenerLive } from "./http/Server.js"
+import { Listeners } from "./Listeners.js"
+import { ToolListenerLive } from "./tools/Server.js"
+import { TracingLive } from "./Tracing.js"
+
+export type Role = "all" | "api" | "tools"
+
+/** Domain services over a SqlClient; tests swap pieces of this. */
+export const ServicesLive = Layer.mergeAll(Platforms.Default, EndUsers.Default).pipe(
+  Layer.provideMerge(Layer.mergeAll(ApiKeys.Default, BudgetLedger.Default)),
+  Layer.provideMerge(KeyAuth.Default),
+  Layer.provideMerge(AdminKey.layer)
+)
+
+/** Infrastructure: database client with migrations applied. */
+export const InfraLive = DatabaseLive.pipe(Layer.provideMerge(DatabaseUrlLive))
+
+const listenersFor = (role: Role) =>
+  role === "api" ? ApiListenerLive : role === "tools" ? ToolListenerLive : Layer.mergeAll(ApiListenerLive, ToolListenerLive)
+
+/** Everything below the listeners, exposed so startup tasks (demo seed, report) can use it. */
+export const CoreLive = ServicesLive.pipe(Layer.provideMerge(InfraLive), Layer.provideMerge(Listeners.Default))
+
+export const appLayer = (role: Role) =>
+  listenersFor(role).pipe(Layer.provideMerge(CoreLive), Layer.provide(TracingLive))

@@ -1,0 +1,50 @@
+// Demo mode (GATEWAY_DEMO, on by default with the embedded database): a demo platform with an
+// end user, whose raw keys are kept in the data dir so every start can print them again.
+import { SqlClient } from "@effect/sql"
+import { Config, Effect, Option, Schema } from "effect"
+import { existsSync, readFileSync, writeFileSync } from "node:fs"
+import { join } from "node:path"
+import { dataDir } from "../layers/EmbeddedPostgres.js"
+import { EndUsers } from "../layers/EndUsers.js"
+import { hashKey } from "../layers/KeyFormat.js"
+import { Platforms } from "../layers/Platforms.js"
+
+const DemoFile = Schema.Struct({ platform_id: Schema.String, platform_key: Schema.String, end_user_key: Schema.String })
+export type DemoKeys = typeof DemoFile.Type
+
+export const demoEnabled = Effect.gen(function*() {
+  const databaseUrl = yield* Config.option(Config.string("DATABASE_URL"))
+  return yield* Config.boolean("GATEWAY_DEMO").pipe(Config.withDefault(Option.isNone(databaseUrl)))
+})
+
+/** Returns the demo keys, creating the demo platform and user when they are missing. */
+export const seedDemo = Effect.gen(function*() {
+  const sql = yield* SqlClient.SqlClient
+  const platforms = yield* Platforms
+  const endUsers = yield* EndUsers
+  const file = join(yield* dataDir, "demo-keys.json")
+
+  if (existsSync(file)) {
+    const saved = yield* Schema.decodeUnknown(Schema.parseJson(DemoFile))(readFileSync(file, "utf8")).pipe(Effect.option)
+    if (Option.isSome(saved)) {
+      const hashes = [hashKey(saved.value.platform_key), hashKey(saved.value.end_user_key)]
+      const live = yield* sql<{ n: number }>`SELECT count(*)::int AS n FROM api_keys
+        WHERE key_hash IN (${hashes[0]!}, ${hashes[1]!}) AND is_active AND deleted_at IS NULL`
+      if (live[0]?.n === 2) return saved.value
+    }
+  }
+
+  const created = yield* platforms.create({ name: "Demo platform", settings: { default_budget_usd: 10 } })
+  const user = yield* endUsers.create(
+    created.platform.id,
+    { external_id: "demo-user", display_name: "Demo user" },
+    { type: "platform_key", keyId: created.api_key.id }
+  )
+  const keys: DemoKeys = {
+    platform_id: created.platform.id,
+    platform_key: created.api_key.raw_key,
+    end_user_key: user.apiKey.raw_key
+  }
+  writeFileSync(file, JSON.stringify(keys, null, 2) + "\n", { mode: 0o600 })
+  return keys
+})

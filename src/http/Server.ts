@@ -1,0 +1,37 @@
+// The API host ({base_url}, PORT): the HttpApi with its handlers, error mapping, OpenAPI
+// document at /openapi.json, docs page at /docs and a /health probe.
+import { HttpApiBuilder, HttpApiScalar, HttpServerResponse } from "@effect/platform"
+import { NodeHttpServer } from "@effect/platform-node"
+import { Config, Layer } from "effect"
+import { createServer } from "node:http"
+import { AdminLive } from "../admin/Http.js"
+import { ApiKeysLive, EndUsersLive, PlatformsLive } from "../management/Http.js"
+import { recordAddress } from "../Listeners.js"
+import { GatewayApi } from "./Api.js"
+import { AuthenticationLive } from "./Authentication.js"
+import { ErrorMappingLive } from "./ErrorMapping.js"
+
+const HealthLive = HttpApiBuilder.Router.use((router) =>
+  router.get("/health", HttpServerResponse.unsafeJson({ status: "ok" }))
+)
+
+export const ApiLive = HttpApiBuilder.api(GatewayApi).pipe(
+  Layer.provide([AdminLive, PlatformsLive, ApiKeysLive, EndUsersLive, ErrorMappingLive]),
+  Layer.provide(AuthenticationLive)
+)
+
+export const HttpAppLive = HttpApiBuilder.serve().pipe(
+  Layer.provide(HttpApiScalar.layer({ path: "/docs" })),
+  Layer.provide(HttpApiBuilder.middlewareOpenApi({ path: "/openapi.json" })),
+  Layer.provide(HealthLive),
+  Layer.provide(ApiLive)
+)
+
+export const host = Config.string("HOST").pipe(Config.withDefault("0.0.0.0"))
+
+export const ApiListenerLive = Layer.mergeAll(HttpAppLive, recordAddress("api")).pipe(
+  Layer.provide(NodeHttpServer.layerConfig(createServer, {
+    port: Config.integer("PORT").pipe(Config.withDefault(8080)),
+    host
+  }))
+)

@@ -1,0 +1,48 @@
+// Entry point: `npm start` (tsx src/main.ts [--role all|api|tools]). Builds every layer, prints
+// the listening addresses (and demo keys), and shuts down gracefully on SIGINT/SIGTERM.
+import { Command, Options } from "@effect/cli"
+import { NodeContext, NodeRuntime } from "@effect/platform-node"
+import { Config, Console, Effect, Layer, Redacted } from "effect"
+import { AdminKey } from "../layers/AdminKey.js"
+import { appLayer, type Role } from "./App.js"
+import { demoEnabled, seedDemo } from "./Demo.js"
+import { Listeners } from "./Listeners.js"
+
+/** {base_url} / {mcp_url} as clients see them: GATEWAY_*_PUBLIC_URL, else the bound address. */
+const publicUrl = (variable: string, bound: string | undefined) =>
+  Config.string(variable).pipe(Config.withDefault(bound ?? ""))
+
+const report = Effect.gen(function*() {
+  const listeners = yield* Listeners
+  const bound = yield* listeners.all
+  const admin = yield* AdminKey
+  const apiUrl = yield* publicUrl("GATEWAY_PUBLIC_URL", bound.api)
+  const mcpUrl = yield* publicUrl("GATEWAY_MCP_PUBLIC_URL", bound.tools)
+  if (bound.api !== undefined) yield* Console.log(`API listening on ${bound.api}  (base_url ${apiUrl}, docs ${apiUrl}/docs)`)
+  if (bound.tools !== undefined) yield* Console.log(`Tool service listening on ${bound.tools}  (mcp_url ${mcpUrl})`)
+  if (admin.generated) yield* Console.log(`Operator key (generated, kept in the data dir): ${Redacted.value(admin.key)}`)
+  if (bound.api !== undefined && (yield* demoEnabled)) {
+    const demo = yield* seedDemo
+    yield* Console.log(
+      [
+        "",
+        "Demo platform ready:",
+        `  platform id:   ${demo.platform_id}`,
+        `  platform key:  ${demo.platform_key}`,
+        `  end-user key:  ${demo.end_user_key}`,
+        "Try:",
+        `  curl -s ${apiUrl}/v1/platforms/${demo.platform_id}/end-users -H "Authorization: Bearer ${demo.platform_key}"`,
+        ""
+      ].join("\n")
+    )
+  }
+})
+
+const role = Options.choice("role", ["all", "api", "tools"] as const).pipe(Options.withDefault("all" as Role))
+
+const gateway = Command.make("gateway", { role }, ({ role }) =>
+  Layer.launch(Layer.effectDiscard(report).pipe(Layer.provideMerge(appLayer(role)))))
+
+const cli = Command.run(gateway, { name: "model-gateway", version: "0.1.0" })
+
+cli(process.argv).pipe(Effect.provide(NodeContext.layer), NodeRuntime.runMain)

@@ -1,0 +1,69 @@
+// Handlers of the platform plane: thin, each checks the caller's platform then calls a service.
+import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
+import { Effect, Schema } from "effect"
+import { ApiKeys } from "../../layers/ApiKeys.js"
+import { actorOf } from "../../layers/BudgetLedger.js"
+import { EndUsers } from "../../layers/EndUsers.js"
+import { Platforms } from "../../layers/Platforms.js"
+import { requirePlatform } from "../http/Access.js"
+import { GatewayApi } from "../http/Api.js"
+import { EndUserReturned } from "./Api.js"
+
+export const PlatformsLive = HttpApiBuilder.group(GatewayApi, "platforms", (handlers) =>
+  Effect.gen(function*() {
+    const platforms = yield* Platforms
+    return handlers
+      .handle("getPlatform", ({ path }) =>
+        requirePlatform(path.platformId).pipe(Effect.zipRight(platforms.get(path.platformId))))
+      .handle("updatePlatform", ({ path, payload }) =>
+        requirePlatform(path.platformId).pipe(Effect.zipRight(platforms.update(path.platformId, payload))))
+  }))
+
+export const ApiKeysLive = HttpApiBuilder.group(GatewayApi, "apiKeys", (handlers) =>
+  Effect.gen(function*() {
+    const apiKeys = yield* ApiKeys
+    return handlers
+      .handle("listApiKeys", ({ path, urlParams }) =>
+        requirePlatform(path.platformId).pipe(Effect.zipRight(apiKeys.list(path.platformId, urlParams))))
+      .handle("createApiKey", ({ path, payload }) =>
+        requirePlatform(path.platformId).pipe(Effect.zipRight(apiKeys.create(path.platformId, {
+          endUserId: payload.end_user_id,
+          name: payload.name,
+          scopes: payload.scopes,
+          expiresAt: payload.expires_at
+        }))))
+      .handle("getApiKey", ({ path }) =>
+        requirePlatform(path.platformId).pipe(Effect.zipRight(apiKeys.get(path.platformId, path.keyId))))
+      .handle("updateApiKey", ({ path, payload, urlParams }) =>
+        requirePlatform(path.platformId).pipe(
+          Effect.zipRight(apiKeys.update(path.platformId, path.keyId, urlParams.type, payload))
+        ))
+      .handle("deleteApiKey", ({ path, urlParams }) =>
+        requirePlatform(path.platformId).pipe(Effect.zipRight(apiKeys.remove(path.platformId, path.keyId, urlParams.type))))
+  }))
+
+export const EndUsersLive = HttpApiBuilder.group(GatewayApi, "endUsers", (handlers) =>
+  Effect.gen(function*() {
+    const endUsers = yield* EndUsers
+    return handlers
+      .handle("listEndUsers", ({ path, urlParams }) =>
+        requirePlatform(path.platformId).pipe(Effect.zipRight(endUsers.list(path.platformId, urlParams))))
+      .handle("createEndUser", ({ path, payload }) =>
+        Effect.gen(function*() {
+          const principal = yield* requirePlatform(path.platformId)
+          const result = yield* endUsers.create(path.platformId, payload, actorOf(principal))
+          const body = { ...result.user, api_key: result.apiKey, budget: result.budget }
+          if (result.created) return body
+          // A repeat external_id: same body, status 200 (the declared 201 schema would win the union).
+          const encoded = yield* Schema.encode(EndUserReturned)(body).pipe(Effect.orDie)
+          return yield* HttpServerResponse.json(encoded, { status: 200 }).pipe(Effect.orDie)
+        }))
+      .handle("getEndUser", ({ path }) =>
+        requirePlatform(path.platformId).pipe(Effect.zipRight(endUsers.get(path.platformId, path.endUserId))))
+      .handle("updateEndUser", ({ path, payload }) =>
+        requirePlatform(path.platformId).pipe(
+          Effect.zipRight(endUsers.update(path.platformId, path.endUserId, payload))
+        ))
+      .handle("deleteEndUser", ({ path }) =>
+        requirePlatform(path.platformId).pipe(Effect.zipRight(endUsers.remove(path.platformId, path.endUserId))))
+  }))
