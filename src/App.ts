@@ -31,5 +31,6 @@ const listenersFor = (role: Role) =>
 /** Everything below the listeners, exposed so startup tasks (demo seed, report) can use it. */
 export const CoreLive = ServicesLive.pipe(Layer.provideMerge(InfraLive), Layer.provideMerge(Listeners.Default))
 
-export const appLayer = (role: Role) =>
-  listenersFor(role).pipe(Layer.provideMerge(CoreLive), Layer.provide(TracingLive))
+/** The program; tests pass their own tracing layer (an in-memory exporter). */
+export const appLayer = (role: Role, tracing: Layer.Layer<never, unknown> = TracingLive) =>
+  listenersFor(role).pipe(Layer.provideMerge(CoreLive), Layer.provide(tracing))

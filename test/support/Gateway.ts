@@ -1,0 +1,127 @@
+// Starts the real gateway (both listeners on free ports) on a fresh database, and gives tests
+// a small fetch helper. Everything goes over real HTTP.
+import { ConfigProvider, Effect, Layer, ManagedRuntime } from "effect"
+import { mkdtempSync, rmSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { appLayer } from "../../src/App.js"
+import { Listeners } from "../../src/Listeners.js"
+import { mintKey } from "../../layers/KeyFormat.js"
+import { createTestDatabase, type TestDatabase } from "./TestDatabase.js"
+
+export interface ApiResponse<T = any> {
+  readonly status: number
+  readonly body: T
+  readonly headers: Headers
+}
+
+export interface CallOptions {
+  readonly key?: string | undefined
+  readonly body?: unknown
+  readonly rawBody?: string
+  readonly headers?: Record<string, string>
+}
+
+export interface Gateway {
+  readonly baseUrl: string
+  readonly toolsUrl: string
+  readonly adminKey: string
+  readonly db: TestDatabase
+  readonly call: <T = any>(method: string, path: string, options?: CallOptions) => Promise<ApiResponse<T>>
+  /** A second gateway instance on the same database (scale-out, restarts). */
+  readonly startPeer: (env?: Record<string, string>) => Promise<Peer>
+  readonly close: () => Promise<void>
+}
+
+export interface Peer {
+  readonly baseUrl: string
+  readonly call: Gateway["call"]
+  readonly close: () => Promise<void>
+}
+
+export interface StartOptions {
+  readonly env?: Record<string, string>
+  readonly tracing?: Layer.Layer<never, unknown>
+  readonly db?: TestDatabase
+}
+
+const caller = (baseUrl: string) =>
+  async <T>(method: string, path: string, options: CallOptions = {}): Promise<ApiResponse<T>> => {
+    const headers: Record<string, string> = { ...options.headers }
+    if (options.key !== undefined) headers.authorization = `Bearer ${options.key}`
+    let body: string | undefined
+    if (options.rawBody !== undefined) body = options.rawBody
+    else if (options.body !== undefined) {
+      body = JSON.stringify(options.body)
+      headers["content-type"] ??= "application/json"
+    }
+    const response = await fetch(`${baseUrl}${path}`, { method, headers, body: body ?? null })
+    const text = await response.text()
+    let parsed: unknown = text
+    try {
+      parsed = text === "" ? null : JSON.parse(text)
+    } catch {
+      // not JSON: keep the text
+    }
+    return { status: response.status, body: parsed as T, headers: response.headers }
+  }
+
+const launch = async (env: Record<string, string>, tracing: Layer.Layer<never, unknown> | undefined) => {
+  const provider = ConfigProvider.fromMap(new Map(Object.entries(env)))
+  const layer = appLayer("all", tracing).pipe(Layer.provide(Layer.setConfigProvider(provider)))
+  const runtime = ManagedRuntime.make(layer)
+  const bound = await runtime.runPromise(Effect.flatMap(Listeners, (l) => l.all))
+  return { runtime, baseUrl: bound.api!, toolsUrl: bound.tools! }
+}
+
+export const startGateway = async (options: StartOptions = {}): Promise<Gateway> => {
+  const db = options.db ?? await createTestDatabase()
+  const dataDir = mkdtempSync(join(tmpdir(), "gateway-test-data-"))
+  const adminKey = mintKey("admin").raw
+  const env = {
+    DATABASE_URL: db.url,
+    PORT: "0",
+    MCP_PORT: "0",
+    HOST: "127.0.0.1",
+    GATEWAY_ADMIN_KEY: adminKey,
+    GATEWAY_DATA_DIR: dataDir,
+    GATEWAY_DEMO: "false",
+    DATABASE_POOL_SIZE: "8",
+    ...options.env
+  }
+  const main = await launch(env, options.tracing)
+  const peers: Array<Peer> = []
+  return {
+    baseUrl: main.baseUrl,
+    toolsUrl: main.toolsUrl,
+    adminKey,
+    db,
+    call: caller(main.baseUrl),
+    startPeer: async (extra = {}) => {
+      const peer = await launch({ ...env, ...extra }, undefined)
+      const handle: Peer = { baseUrl: peer.baseUrl, call: caller(peer.baseUrl), close: () => peer.runtime.dispose() }
+      peers.push(handle)
+      return handle
+    },
+    close: async () => {
+      for (const peer of peers) await peer.close()
+      await main.runtime.dispose()
+      if (options.db === undefined) await db.drop()
+      rmSync(dataDir, { recursive: true, force: true })
+    }
+  }
+}
+
+/** Creates a platform through the operator API; returns its id and first platform key. */
+export const createPlatform = async (gw: Gateway, body: Record<string, unknown> = { name: "Acme" }) => {
+  const res = await gw.call("POST", "/v1/admin/platforms", { key: gw.adminKey, body })
+  if (res.status !== 201) throw new Error(`createPlatform: ${res.status} ${JSON.stringify(res.body)}`)
+  return { platformId: res.body.platform.id as string, platformKey: res.body.api_key.raw_key as string, body: res.body }
+}
+
+/** Creates an end user; returns the record and its raw key. */
+export const createEndUser = async (gw: Gateway, platformId: string, platformKey: string, externalId: string) => {
+  const res = await gw.call("POST", `/v1/platforms/${platformId}/end-users`, { key: platformKey, body: { external_id: externalId } })
+  if (res.status !== 201) throw new Error(`createEndUser: ${res.status} ${JSON.stringify(res.body)}`)
+  return { endUserId: res.body.id as string, endUserKey: res.body.api_key.raw_key as string, body: res.body }
+}

@@ -1,0 +1,41 @@
+// A fresh database per test file on the run's Postgres server; dropped afterwards.
+import pg from "pg"
+import { randomBytes } from "node:crypto"
+import { inject } from "vitest"
+
+export interface TestDatabase {
+  readonly url: string
+  readonly name: string
+  /** A pool on the test database, for assertions straight from the tables. */
+  readonly pool: pg.Pool
+  readonly drop: () => Promise<void>
+}
+
+const withDatabase = (adminUrl: string, name: string): string => {
+  const url = new URL(adminUrl)
+  url.pathname = `/${name}`
+  return url.toString()
+}
+
+export const createTestDatabase = async (): Promise<TestDatabase> => {
+  const adminUrl = inject("pgAdminUrl")
+  const name = `gw_test_${randomBytes(6).toString("hex")}`
+  const admin = new pg.Client({ connectionString: adminUrl })
+  await admin.connect()
+  await admin.query(`CREATE DATABASE ${name}`)
+  await admin.end()
+  const url = withDatabase(adminUrl, name)
+  const pool = new pg.Pool({ connectionString: url, max: 4 })
+  return {
+    url,
+    name,
+    pool,
+    drop: async () => {
+      await pool.end()
+      const client = new pg.Client({ connectionString: adminUrl })
+      await client.connect()
+      await client.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)
+      await client.end()
+    }
+  }
+}
