@@ -130,7 +130,7 @@ export class KeyAuth extends Effect.Service<KeyAuth>()("gateway/KeyAuth", {
     /** Resolves `Authorization: Bearer <key>`; the key never leaves this function. */
     const authenticate = (header: string | undefined) =>
       Effect.gen(function*() {
-        if (header === undefined || header.trim() === "") return yield* missing
+        if (header === undefined || /^\s*(Bearer)?\s*$/i.test(header)) return yield* missing
         const match = /^Bearer\s+(\S+)\s*$/i.exec(header)
         if (match === null) {
           return yield* new Unauthorized({

@@ -1,7 +1,14 @@
 // One place where framework failures become OpenAI-shaped errors: body checks before routing
 // (content type, size), decode errors, unknown routes, malformed JSON, and defects (no stack
 // traces leave the process; database outages answer 503).
-import { HttpApiBuilder, HttpApiError, HttpServerError, HttpServerRequest } from "@effect/platform"
+import {
+  FileSystem,
+  HttpApiBuilder,
+  HttpApiError,
+  HttpIncomingMessage,
+  HttpServerError,
+  HttpServerRequest
+} from "@effect/platform"
 import { SqlError } from "@effect/sql/SqlError"
 import { Cause, Effect, Option } from "effect"
 import {
@@ -82,7 +89,8 @@ const checkBody = Effect.gen(function*() {
 
 export const ErrorMappingLive = HttpApiBuilder.middleware(GatewayApi, (app) =>
   checkBody.pipe(
-    Effect.zipRight(app),
+    // The server's default limit does not reach handler fibers: set it where the body is read.
+    Effect.zipRight(HttpIncomingMessage.withMaxBodySize(app, Option.some(FileSystem.Size(MAX_BODY_BYTES)))),
     Effect.catchAllCause((cause): Effect.Effect<never, ApiError> => {
       const failure = Cause.failureOption<unknown>(cause)
       if (Option.isSome(failure)) {

@@ -1,0 +1,24 @@
+// Migrations run at start; a second start on the same database is a no-op that keeps the data.
+import { expect, it } from "vitest"
+import { createPlatform, startGateway } from "./support/Gateway.js"
+import { createTestDatabase } from "./support/TestDatabase.js"
+
+it("applies migrations once; a second start changes nothing", async () => {
+  const db = await createTestDatabase()
+  try {
+    const first = await startGateway({ db })
+    const { platformId, platformKey } = await createPlatform(first)
+    const applied = await db.pool.query("SELECT migration_id, name FROM schema_migrations ORDER BY migration_id")
+    expect(applied.rows.map((r) => r.name)).toEqual(["foundation"])
+    await first.close()
+
+    const second = await startGateway({ db })
+    const again = await db.pool.query("SELECT migration_id, name FROM schema_migrations ORDER BY migration_id")
+    expect(again.rows).toEqual(applied.rows)
+    const res = await second.call("GET", `/v1/platforms/${platformId}`, { key: platformKey })
+    expect(res.status).toBe(200)
+    await second.close()
+  } finally {
+    await db.drop()
+  }
+})
