@@ -1,7 +1,11 @@
 // The ordered list of migrations, run at start by the Migrator (a second start is a no-op).
 import { Migrator } from "@effect/sql"
 import foundation from "./0001_foundation.js"
+import ledger from "./0002_ledger.js"
+import webhooks from "./0003_webhooks.js"
 
 export const migrations = Migrator.fromRecord({
-  "0001_foundation": foundation
+  "0001_foundation": foundation,
+  "0002_ledger": ledger,
+  "0003_webhooks": webhooks
 })

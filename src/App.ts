@@ -3,11 +3,13 @@ import { Layer } from "effect"
 import { AdminKey } from "../layers/AdminKey.js"
 import { ApiKeys } from "../layers/ApiKeys.js"
 import { BudgetLedger } from "../layers/BudgetLedger.js"
+import { Crypto } from "../layers/Crypto.js"
 import { DatabaseLive } from "../layers/Database.js"
 import { DatabaseUrlLive } from "../layers/EmbeddedPostgres.js"
 import { EndUsers } from "../layers/EndUsers.js"
 import { KeyAuth } from "../layers/KeyAuth.js"
 import { Platforms } from "../layers/Platforms.js"
+import { WebhookOutbox } from "../layers/WebhookOutbox.js"
 import { ApiListenerLive } from "./http/Server.js"
 import { Listeners } from "./Listeners.js"
 import { ToolListenerLive } from "./tools/Server.js"
@@ -18,8 +20,8 @@ export type Role = "all" | "api" | "tools"
 /** Domain services over a SqlClient; tests swap pieces of this. */
 export const ServicesLive = Layer.mergeAll(Platforms.Default, EndUsers.Default).pipe(
   Layer.provideMerge(Layer.mergeAll(ApiKeys.Default, BudgetLedger.Default)),
-  Layer.provideMerge(KeyAuth.Default),
-  Layer.provideMerge(AdminKey.layer)
+  Layer.provideMerge(Layer.mergeAll(KeyAuth.Default, WebhookOutbox.Default)),
+  Layer.provideMerge(Layer.mergeAll(AdminKey.layer, Crypto.Default))
 )
 
 /** Infrastructure: database client with migrations applied. */

@@ -12,13 +12,17 @@ import {
   ValidationError
 } from "../../schemas/Errors.js"
 import { AdminGroup } from "../admin/Api.js"
+import { BudgetsGroup } from "../budgets/Api.js"
 import { ApiKeysGroup, EndUsersGroup, PlatformsGroup } from "../management/Api.js"
+import { WebhooksGroup } from "../webhooks/Api.js"
 
 export class GatewayApi extends HttpApi.make("gateway")
   .add(AdminGroup)
   .add(PlatformsGroup)
   .add(ApiKeysGroup)
   .add(EndUsersGroup)
+  .add(BudgetsGroup)
+  .add(WebhooksGroup)
   .addError(BadRequest.Http)
   .addError(Unauthorized.Http)
   .addError(Forbidden.Http)

@@ -5,8 +5,10 @@ import { NodeHttpServer } from "@effect/platform-node"
 import { Config, Layer } from "effect"
 import { createServer } from "node:http"
 import { AdminLive } from "../admin/Http.js"
+import { BudgetsLive } from "../budgets/Http.js"
 import { ApiKeysLive, EndUsersLive, PlatformsLive } from "../management/Http.js"
 import { recordAddress } from "../Listeners.js"
+import { WebhooksLive } from "../webhooks/Http.js"
 import { GatewayApi } from "./Api.js"
 import { AuthenticationLive } from "./Authentication.js"
 import { ErrorMappingLive } from "./ErrorMapping.js"
@@ -16,7 +18,7 @@ const HealthLive = HttpApiBuilder.Router.use((router) =>
 )
 
 export const ApiLive = HttpApiBuilder.api(GatewayApi).pipe(
-  Layer.provide([AdminLive, PlatformsLive, ApiKeysLive, EndUsersLive, ErrorMappingLive]),
+  Layer.provide([AdminLive, PlatformsLive, ApiKeysLive, EndUsersLive, BudgetsLive, WebhooksLive, ErrorMappingLive]),
   Layer.provide(AuthenticationLive)
 )
 
