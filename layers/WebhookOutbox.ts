@@ -1,6 +1,26 @@
 // WebhookOutbox: budget events written as outbox rows inside the ledger transaction, then
-// delivered (signed, retried) by a dispatcher. SKELETON: being implemented.
-import { BigDecimal, Effect } from "effect"
+// delivered (Standard Webhooks signature, retried by GATEWAY_WEBHOOK_RETRY_SCHEDULE) by a
+// dispatcher that several instances may run at once; plus the tenant's endpoint management.
+import { PgClient } from "@effect/sql-pg"
+import { BigDecimal, Clock, Effect, Option, Queue, Schema, Stream, Schedule } from "effect"
+import { createHmac, randomBytes } from "node:crypto"
+import * as http from "node:http"
+import * as https from "node:https"
+import { NotFound, ValidationError } from "../schemas/Errors.js"
+import {
+  API_VERSION,
+  DEFAULT_EVENT_TYPES,
+  type WebhookDelivery,
+  type WebhookEndpoint,
+  type WebhookEndpointCreated,
+  WebhookEnvelope,
+  type WebhookEventType
+} from "../schemas/Webhooks.js"
+import { isUuid } from "../src/lib/Ids.js"
+import { offsetOf, paginate } from "../src/lib/Pagination.js"
+import { nextDelay, retryScheduleConfig } from "../src/lib/RetrySchedule.js"
+import { allowPrivateUrls, checkUrl, guardedLookup } from "../src/lib/SsrfGuard.js"
+import { Crypto } from "./Crypto.js"
 
 export type BudgetEventType =
   | "budget.topped_up"
@@ -24,11 +44,341 @@ export interface BudgetEventData {
   readonly metadata: Record<string, unknown>
 }
 
+/** NOTIFY channel that wakes dispatchers when an enqueue commits. */
+export const WAKE_CHANNEL = "gateway_webhooks_wake"
+const BATCH_SIZE = 20
+const LEASE = "30 seconds"
+const POLL_MS = 500
+const SEND_TIMEOUT_MS = 10_000
+
+const money = (x: BigDecimal.BigDecimal): number => Number(BigDecimal.format(BigDecimal.normalize(x)))
+
+/** The envelope exactly as the spec shows it; money as JSON numbers. */
+export const buildEnvelope = (eventType: BudgetEventType, data: BudgetEventData, createdAt: Date): WebhookEnvelope => ({
+  event_type: eventType,
+  event_id: `${data.transaction_id}:${eventType}`,
+  api_version: API_VERSION,
+  created_at: createdAt.toISOString(),
+  data: {
+    platform_id: data.platform_id,
+    end_user_id: data.end_user_id,
+    budget_id: data.budget_id,
+    transaction_id: data.transaction_id,
+    type: data.type,
+    amount_usd: money(data.amount_usd),
+    max_usd_after: money(data.max_usd_after),
+    used_usd_after: money(data.used_usd_after),
+    remaining_usd_after: money(data.remaining_usd_after),
+    reason: data.reason,
+    metadata: data.metadata
+  }
+})
+
+/** Standard Webhooks: `v1,` + base64 HMAC-SHA256 of `id.timestamp.body`, keyed by the secret's base64 part. */
+export const sign = (secret: string, webhookId: string, timestamp: number, body: string): string => {
+  const key = Buffer.from(secret.slice(secret.indexOf("_") + 1), "base64")
+  return `v1,${createHmac("sha256", key).update(`${webhookId}.${timestamp}.${body}`).digest("base64")}`
+}
+
+const newSecret = (): string => `whsec_${randomBytes(24).toString("base64")}`
+
+// --- rows ---------------------------------------------------------------------------------
+
+interface EndpointRow {
+  readonly id: string
+  readonly platform_id: string
+  readonly url: string
+  readonly event_types: ReadonlyArray<WebhookEventType> | null
+  readonly is_active: boolean
+  readonly created_at: Date
+}
+const ENDPOINT_COLUMNS = "id, platform_id, url, event_types, is_active, created_at"
+
+const toEndpoint = (row: EndpointRow): WebhookEndpoint => ({
+  id: row.id,
+  platform_id: row.platform_id,
+  url: row.url,
+  event_types: row.event_types ?? DEFAULT_EVENT_TYPES,
+  is_active: row.is_active,
+  created_at: row.created_at
+})
+
+interface DeliveryRow {
+  readonly id: string
+  readonly event_id: string
+  readonly event_type: string
+  readonly status: "pending" | "delivered" | "failed"
+  readonly last_http_status: number | null
+  readonly attempt: number
+  readonly next_attempt_at: Date | null
+  readonly last_error: string | null
+  readonly created_at: Date
+  readonly updated_at: Date
+}
+
+const toDelivery = (row: DeliveryRow): WebhookDelivery => ({
+  id: row.id,
+  event_id: row.event_id,
+  event_type: row.event_type,
+  status: row.status,
+  http_status: row.last_http_status,
+  attempt: row.attempt,
+  next_attempt_at: row.next_attempt_at,
+  last_error: row.last_error,
+  created_at: row.created_at,
+  updated_at: row.updated_at
+})
+
+/** A claimed delivery with what is needed to send it. */
+interface ClaimedRow {
+  readonly id: string
+  readonly attempt: number
+  readonly webhook_id: string
+  readonly payload: unknown
+  readonly url: string
+  readonly secret_encrypted: string
+  readonly endpoint_active: boolean
+}
+
+interface Outcome {
+  readonly httpStatus: number | null
+  readonly error: string | null
+}
+
+const endpointNotFound = new NotFound({ code: "not_found", message: "No such webhook endpoint" })
+
+// --- HTTP -----------------------------------------------------------------------------------
+
+/**
+ * One POST with node:http(s). The SSRF-guarded `lookup` re-checks addresses at connect time; no
+ * redirects are followed (a 3xx is a failed attempt). The timeout lives in Node, not in the
+ * fiber, so an attempt in flight at shutdown still ends within SEND_TIMEOUT_MS.
+ */
+const post = (url: URL, headers: Record<string, string>, body: string, allowPrivate: boolean) =>
+  Effect.async<number, Error>((resume) => {
+    const options: http.RequestOptions = {
+      method: "POST",
+      headers: { ...headers, "content-length": String(Buffer.byteLength(body)) }
+    }
+    if (!allowPrivate) options.lookup = guardedLookup
+    const request = (url.protocol === "https:" ? https : http).request(url, options, (response) => {
+      clearTimeout(timer)
+      response.resume() // the body is ignored; drain it so the socket can be reused
+      resume(Effect.succeed(response.statusCode ?? 0))
+    })
+    const timer = setTimeout(() => request.destroy(new Error(`timed out after ${SEND_TIMEOUT_MS / 1000} s`)), SEND_TIMEOUT_MS)
+    request.on("error", (error) => {
+      clearTimeout(timer)
+      resume(Effect.fail(error))
+    })
+    request.end(body)
+  })
+
+// --- the service ------------------------------------------------------------------------------
+
 export class WebhookOutbox extends Effect.Service<WebhookOutbox>()("gateway/WebhookOutbox", {
-  effect: Effect.gen(function*() {
+  scoped: Effect.gen(function*() {
+    const sql = yield* PgClient.PgClient
+    const crypto = yield* Crypto
+    const schedule = yield* retryScheduleConfig.pipe(Effect.orDie)
+    const allowPrivate = yield* allowPrivateUrls.pipe(Effect.orDie)
+    const firstDelayMs = schedule[0] ?? 0
+
     /** Writes the event (and one delivery per subscribed endpoint) in the caller's transaction. */
-    const enqueue = (_eventType: BudgetEventType, _data: BudgetEventData, _createdAt: Date): Effect.Effect<void> =>
-      Effect.void
-    return { enqueue } as const
+    const enqueue = (eventType: BudgetEventType, data: BudgetEventData, createdAt: Date): Effect.Effect<void> =>
+      Effect.gen(function*() {
+        const envelope = buildEnvelope(eventType, data, createdAt)
+        // Endpoints without a list get every type except the opt-in, high-volume debits.
+        const deliveries = yield* sql`WITH ev AS (
+            INSERT INTO webhook_events (event_id, platform_id, event_type, payload, created_at)
+            VALUES (${envelope.event_id}, ${data.platform_id}, ${eventType}, ${JSON.stringify(envelope)}::jsonb, ${createdAt})
+            ON CONFLICT (event_id) DO NOTHING
+            RETURNING id)
+          INSERT INTO webhook_deliveries (event_id, endpoint_id, next_attempt_at)
+          SELECT ev.id, ep.id, now() + ${firstDelayMs}::double precision * interval '1 millisecond'
+          FROM ev CROSS JOIN webhook_endpoints ep
+          WHERE ep.platform_id = ${data.platform_id} AND ep.is_active
+            AND CASE WHEN ep.event_types IS NULL THEN ${eventType} <> 'budget.debited'
+                     ELSE ${eventType} = ANY(ep.event_types) END
+          ON CONFLICT (event_id, endpoint_id) DO NOTHING
+          RETURNING id`
+        // Delivered by Postgres at commit, so dispatchers never wake for a rolled-back event.
+        if (deliveries.length > 0) yield* sql`SELECT pg_notify(${WAKE_CHANNEL}, '')`
+      }).pipe(
+        Effect.orDie,
+        Effect.withSpan("WebhookOutbox.enqueue", { attributes: { "webhook.event_type": eventType } })
+      )
+
+    // --- endpoint management ------------------------------------------------------------------
+
+    const createEndpoint = (
+      platformId: string,
+      input: { readonly url: string; readonly event_types?: ReadonlyArray<WebhookEventType> | undefined }
+    ) =>
+      Effect.gen(function*() {
+        yield* checkUrl(input.url, allowPrivate).pipe(
+          Effect.mapError((e) => new ValidationError({ code: "validation_error", param: "url", message: e.message }))
+        )
+        const secret = newSecret()
+        const [row] = yield* sql<EndpointRow>`INSERT INTO webhook_endpoints (platform_id, url, secret_encrypted, event_types)
+          VALUES (${platformId}, ${input.url}, ${crypto.encrypt(secret)},
+            ${input.event_types === undefined ? null : [...input.event_types]}::text[])
+          RETURNING ${sql.literal(ENDPOINT_COLUMNS)}`.pipe(Effect.orDie)
+        const created: WebhookEndpointCreated = { ...toEndpoint(row!), secret }
+        return created
+      }).pipe(Effect.withSpan("WebhookOutbox.createEndpoint"))
+
+    const listEndpoints = (platformId: string, params: { readonly page: number; readonly limit: number }) =>
+      paginate(
+        params,
+        sql<{ total: number }>`SELECT count(*)::int AS total FROM webhook_endpoints WHERE platform_id = ${platformId}`,
+        sql<EndpointRow>`SELECT ${sql.literal(ENDPOINT_COLUMNS)} FROM webhook_endpoints
+          WHERE platform_id = ${platformId}
+          ORDER BY created_at, id LIMIT ${params.limit} OFFSET ${offsetOf(params.page, params.limit)}`.pipe(
+          Effect.map((rows) => rows.map(toEndpoint))
+        )
+      ).pipe(Effect.orDie)
+
+    const findEndpoint = (platformId: string, endpointId: string) =>
+      Effect.gen(function*() {
+        if (!isUuid(endpointId)) return yield* endpointNotFound
+        const rows = yield* sql<EndpointRow>`SELECT ${sql.literal(ENDPOINT_COLUMNS)} FROM webhook_endpoints
+          WHERE id = ${endpointId} AND platform_id = ${platformId}`.pipe(Effect.orDie)
+        return yield* Option.match(Option.fromNullable(rows[0]), {
+          onNone: () => Effect.fail(endpointNotFound),
+          onSome: Effect.succeed
+        })
+      })
+
+    const getEndpoint = (platformId: string, endpointId: string) =>
+      findEndpoint(platformId, endpointId).pipe(Effect.map(toEndpoint))
+
+    /** Hard delete: its deliveries (pending ones included) and attempts go with it. */
+    const deleteEndpoint = (platformId: string, endpointId: string) =>
+      Effect.gen(function*() {
+        if (!isUuid(endpointId)) return yield* endpointNotFound
+        const rows = yield* sql`DELETE FROM webhook_endpoints WHERE id = ${endpointId} AND platform_id = ${platformId}
+          RETURNING id`.pipe(Effect.orDie)
+        if (rows.length === 0) return yield* endpointNotFound
+      })
+
+    const listDeliveries = (
+      platformId: string,
+      endpointId: string,
+      params: { readonly page: number; readonly limit: number }
+    ) =>
+      Effect.gen(function*() {
+        yield* findEndpoint(platformId, endpointId)
+        return yield* paginate(
+          params,
+          sql<{ total: number }>`SELECT count(*)::int AS total FROM webhook_deliveries WHERE endpoint_id = ${endpointId}`,
+          sql<DeliveryRow>`SELECT d.id, e.event_id, e.event_type, d.status, d.last_http_status, d.attempt,
+              d.next_attempt_at, d.last_error, d.created_at, d.updated_at
+            FROM webhook_deliveries d JOIN webhook_events e ON e.id = d.event_id
+            WHERE d.endpoint_id = ${endpointId}
+            ORDER BY d.created_at DESC, d.id DESC
+            LIMIT ${params.limit} OFFSET ${offsetOf(params.page, params.limit)}`.pipe(
+            Effect.map((rows) => rows.map(toDelivery))
+          )
+        ).pipe(Effect.orDie)
+      })
+
+    // --- dispatcher ---------------------------------------------------------------------------
+
+    /**
+     * Claims due deliveries with a lease in one autocommit statement: SKIP LOCKED keeps
+     * concurrent dispatchers off each other's rows, and no lock is held while sending.
+     */
+    const claim = sql<ClaimedRow>`WITH claimed AS (
+        UPDATE webhook_deliveries SET lease_until = now() + interval '${sql.literal(LEASE)}'
+        WHERE id IN (
+          SELECT id FROM webhook_deliveries
+          WHERE status = 'pending' AND next_attempt_at <= now() AND (lease_until IS NULL OR lease_until < now())
+          ORDER BY next_attempt_at
+          LIMIT ${BATCH_SIZE}
+          FOR UPDATE SKIP LOCKED)
+        RETURNING id, attempt, event_id, endpoint_id)
+      SELECT c.id, c.attempt, e.event_id AS webhook_id, e.payload, ep.url, ep.secret_encrypted,
+        ep.is_active AS endpoint_active
+      FROM claimed c
+      JOIN webhook_events e ON e.id = c.event_id
+      JOIN webhook_endpoints ep ON ep.id = c.endpoint_id`
+
+    const encodeEnvelope = Schema.decodeUnknown(WebhookEnvelope)
+
+    const send = (row: ClaimedRow): Effect.Effect<Outcome> =>
+      Effect.gen(function*() {
+        if (!row.endpoint_active) return { httpStatus: null, error: "endpoint is inactive" }
+        // The SSRF check runs again on every attempt: DNS may have changed since registration.
+        const url = yield* checkUrl(row.url, allowPrivate)
+        const secret = yield* Effect.try(() => crypto.decrypt(row.secret_encrypted)).pipe(
+          Effect.mapError(() => new Error("the endpoint's signing secret cannot be decrypted"))
+        )
+        // Re-decode the stored JSON so the body keeps the spec's field order (jsonb does not).
+        const body = JSON.stringify(yield* encodeEnvelope(row.payload))
+        const timestamp = Math.floor((yield* Clock.currentTimeMillis) / 1000)
+        const status = yield* post(url, {
+          "content-type": "application/json",
+          "user-agent": "model-gateway-webhooks/1",
+          "webhook-id": row.webhook_id,
+          "webhook-timestamp": String(timestamp),
+          "webhook-signature": sign(secret, row.webhook_id, timestamp, body)
+        }, body, allowPrivate)
+        const ok = status >= 200 && status < 300
+        return { httpStatus: status, error: ok ? null : `HTTP ${status}` }
+      }).pipe(
+        Effect.catchAll((e): Effect.Effect<Outcome> => Effect.succeed({ httpStatus: null, error: e.message })),
+        Effect.withSpan("WebhookOutbox.send", { attributes: { "webhook.delivery_id": row.id } })
+      )
+
+    /**
+     * Records the attempt and moves the delivery on, in one statement. `attempt = claimed attempt`
+     * makes a late finisher (whose lease expired and was re-claimed) a no-op.
+     */
+    const complete = (row: ClaimedRow, outcome: Outcome) => {
+      const made = row.attempt + 1
+      const delivered = outcome.error === null
+      const delay = delivered ? undefined : nextDelay(schedule, made)
+      const status = delivered ? "delivered" : delay === undefined ? "failed" : "pending"
+      const next = delay === undefined ? sql`NULL` : sql`now() + ${delay}::double precision * interval '1 millisecond'`
+      return sql`WITH upd AS (
+          UPDATE webhook_deliveries SET status = ${status}, attempt = ${made}, next_attempt_at = ${next},
+            lease_until = NULL, last_http_status = ${outcome.httpStatus}, last_error = ${outcome.error}, updated_at = now()
+          WHERE id = ${row.id} AND attempt = ${row.attempt} AND status = 'pending'
+          RETURNING id)
+        INSERT INTO webhook_delivery_attempts (delivery_id, attempt, http_status, error)
+        SELECT id, ${made}, ${outcome.httpStatus}, ${outcome.error} FROM upd`
+    }
+
+    // Uninterruptible so shutdown finishes (and records) attempts in flight; Node's timeout bounds it.
+    const deliver = (row: ClaimedRow) =>
+      send(row).pipe(Effect.flatMap((outcome) => complete(row, outcome)), Effect.uninterruptible)
+
+    /** One claim-and-send round; true when the batch was full (more may be due right now). */
+    const round = Effect.gen(function*() {
+      const rows = yield* claim
+      yield* Effect.forEach(rows, deliver, { concurrency: BATCH_SIZE, discard: true })
+      return rows.length === BATCH_SIZE
+    })
+
+    const wake = yield* Queue.sliding<void>(1)
+    yield* sql.listen(WAKE_CHANNEL).pipe(
+      Stream.runForEach(() => Queue.offer(wake, undefined)),
+      Effect.retry(Schedule.spaced("1 second")),
+      Effect.forkScoped
+    )
+
+    const loop: Effect.Effect<never> = Effect.gen(function*() {
+      const more = yield* round.pipe(
+        Effect.catchAllCause((cause) => Effect.logWarning("webhook dispatch round failed", cause).pipe(Effect.as(false)))
+      )
+      if (!more) {
+        // A NOTIFY (an enqueue committed) or the poll interval, whichever comes first.
+        yield* Effect.raceFirst(Queue.take(wake), Effect.sleep(`${POLL_MS} millis`))
+      }
+    }).pipe(Effect.forever)
+    yield* Effect.forkScoped(loop)
+
+    return { enqueue, createEndpoint, listEndpoints, getEndpoint, deleteEndpoint, listDeliveries } as const
   })
 }) {}

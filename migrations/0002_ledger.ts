@@ -1,4 +1,4 @@
-// Ledger additions: idempotency records for PATCH budget, topup and debit.
+// Ledger additions: idempotency records (PATCH budget, topup, debit) and the period anchor.
 import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
 
@@ -15,4 +15,8 @@ export default Effect.gen(function*() {
     PRIMARY KEY (platform_id, operation, target, key)
   )`
   yield* sql`CREATE INDEX idempotency_keys_created ON idempotency_keys (created_at)`
+  // Monthly periods are counted from this anchor so Jan 31 -> Feb 28/29 -> Mar 31 keeps its day.
+  yield* sql`ALTER TABLE budgets ADD COLUMN period_anchor timestamptz`
+  yield* sql`UPDATE budgets SET period_anchor = period_start`
+  yield* sql`ALTER TABLE budgets ALTER COLUMN period_anchor SET NOT NULL`
 })

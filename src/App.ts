@@ -7,6 +7,7 @@ import { Crypto } from "../layers/Crypto.js"
 import { DatabaseLive } from "../layers/Database.js"
 import { DatabaseUrlLive } from "../layers/EmbeddedPostgres.js"
 import { EndUsers } from "../layers/EndUsers.js"
+import { Idempotency } from "../layers/Idempotency.js"
 import { KeyAuth } from "../layers/KeyAuth.js"
 import { Platforms } from "../layers/Platforms.js"
 import { WebhookOutbox } from "../layers/WebhookOutbox.js"
@@ -19,7 +20,7 @@ export type Role = "all" | "api" | "tools"
 
 /** Domain services over a SqlClient; tests swap pieces of this. */
 export const ServicesLive = Layer.mergeAll(Platforms.Default, EndUsers.Default).pipe(
-  Layer.provideMerge(Layer.mergeAll(ApiKeys.Default, BudgetLedger.Default)),
+  Layer.provideMerge(Layer.mergeAll(ApiKeys.Default, BudgetLedger.Default, Idempotency.Default)),
   Layer.provideMerge(Layer.mergeAll(KeyAuth.Default, WebhookOutbox.Default)),
   Layer.provideMerge(Layer.mergeAll(AdminKey.layer, Crypto.Default))
 )

@@ -24,11 +24,8 @@ const expectError = (res: ApiResponse, status: number, code: string, param?: str
   if (param !== undefined) expect(res.body.error.param).toBe(param)
 }
 
-/** A key authenticates as a platform key of `platformId` when it can read that platform. */
-const platformKeyWorks = async (platformId: string, key: string) => {
-  const res = await gw.call("GET", `/v1/platforms/${platformId}`, { key })
-  return res
-}
+/** A platform key of `platformId` can read that platform (200); a dead key gets 401. */
+const platformKeyWorks = (platformId: string, key: string) => gw.call("GET", `/v1/platforms/${platformId}`, { key })
 
 const keysPath = (platformId: string) => `/v1/platforms/${platformId}/api-keys`
 
@@ -426,6 +423,34 @@ describe("changing, revoking and deleting keys", () => {
     const platformKeyId = platformKeys.body.data[0].id as string
     expectError(await gw.call("DELETE", `${keysPath(platformId)}/${platformKeyId}?type=end_user`, { key: platformKey }), 404, "not_found")
     expect((await platformKeyWorks(platformId, platformKey)).status).toBe(200)
+  })
+})
+
+describe("concurrent changes", () => {
+  it("parallel deletes of one key: exactly one 204, the rest 404", async () => {
+    const { platformId, platformKey } = await createPlatform(gw)
+    const created = await gw.call("POST", keysPath(platformId), { key: platformKey, body: { name: "contested" } })
+    const results = await Promise.all(
+      Array.from({ length: 6 }, () => gw.call("DELETE", `${keysPath(platformId)}/${created.body.id}`, { key: platformKey }))
+    )
+    expect(results.filter((r) => r.status === 204)).toHaveLength(1)
+    for (const r of results.filter((r) => r.status !== 204)) expectError(r, 404, "not_found")
+    expectError(await platformKeyWorks(platformId, created.body.raw_key), 401, "invalid_api_key")
+    const list = await gw.call("GET", keysPath(platformId), { key: platformKey })
+    expect(list.body.total).toBe(1)
+  })
+
+  it("keys created in parallel are all distinct and all work", async () => {
+    const { platformId, platformKey } = await createPlatform(gw)
+    const results = await Promise.all(
+      Array.from({ length: 10 }, (_, i) => gw.call("POST", keysPath(platformId), { key: platformKey, body: { name: `p-${i}` } }))
+    )
+    expect(results.map((r) => r.status)).toEqual(Array(10).fill(201))
+    expect(new Set(results.map((r) => r.body.raw_key)).size).toBe(10)
+    expect(new Set(results.map((r) => r.body.id)).size).toBe(10)
+    for (const r of results) expect((await platformKeyWorks(platformId, r.body.raw_key)).status).toBe(200)
+    const list = await gw.call("GET", keysPath(platformId), { key: platformKey })
+    expect(list.body.total).toBe(11)
   })
 })
 

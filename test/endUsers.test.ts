@@ -470,10 +470,23 @@ describe("deleting end users", () => {
     }
   })
 
+  it("parallel deletes of one user: exactly one 204, the rest 404", async () => {
+    const { platformId, platformKey } = await createPlatform(gw, { name: "Twice", settings: { default_budget_usd: 2 } })
+    const user = await createEndUser(gw, platformId, platformKey, "deleted-twice")
+    const results = await Promise.all(
+      Array.from({ length: 6 }, () => gw.call("DELETE", `${usersPath(platformId)}/${user.endUserId}`, { key: platformKey }))
+    )
+    expect(results.filter((r) => r.status === 204)).toHaveLength(1)
+    for (const r of results.filter((r) => r.status !== 204)) expectError(r, 404, "not_found")
+    expect(await countRows(platformId)).toEqual({ users: 0, keys: 1, budgets: 0 })
+    expectError(await probeEndUserKey(platformId, user.endUserKey), 401, "invalid_api_key")
+  })
+
   it("a delete on one instance reaches a second instance that had the keys cached", async () => {
     const { platformId, platformKey } = await createPlatform(gw)
     const user = await createEndUser(gw, platformId, platformKey, "peer-cached")
     const peer = await gw.startPeer()
+    await new Promise((r) => setTimeout(r, 1500))
     try {
       expectError(await peer.call("GET", `/v1/platforms/${platformId}`, { key: user.endUserKey }), 403, "forbidden")
       const del = await gw.call("DELETE", `${usersPath(platformId)}/${user.endUserId}`, { key: platformKey })
