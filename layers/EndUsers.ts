@@ -1,7 +1,7 @@
 // End users of a platform. Creation is retry-safe per external_id (one user, a fresh key per
 // call); deletion is permanent and cascades to keys, budgets, limits and connections.
 import { PgClient } from "@effect/sql-pg"
-import { Effect, Option } from "effect"
+import { Data, Effect, Option } from "effect"
 import type { Budget } from "../schemas/Budgets.js"
 import type { ApiKeyCreated } from "../schemas/ApiKeys.js"
 import type { EndUser } from "../schemas/EndUsers.js"
@@ -34,6 +34,8 @@ export interface CreateResult {
   readonly budget: Budget | null
 }
 
+class RetryCreate extends Data.TaggedError("RetryCreate") {}
+
 const endUserNotFound = new NotFound({ code: "not_found", message: "No such end user" })
 
 export class EndUsers extends Effect.Service<EndUsers>()("gateway/EndUsers", {
@@ -55,10 +57,11 @@ export class EndUsers extends Effect.Service<EndUsers>()("gateway/EndUsers", {
             ${sql.json(input.metadata ?? {})})
           ON CONFLICT (platform_id, external_id) DO NOTHING RETURNING *`
         const created = inserted.length === 1
-        const user = created
-          ? inserted[0]!
-          : (yield* sql<EndUserRow>`SELECT * FROM end_users
-              WHERE platform_id = ${platformId} AND external_id = ${input.external_id}`)[0]!
+        const existing = created ? inserted : yield* sql<EndUserRow>`SELECT * FROM end_users
+          WHERE platform_id = ${platformId} AND external_id = ${input.external_id}`
+        // Deleted between our insert and select by a concurrent DELETE: the caller retries.
+        if (existing[0] === undefined) return yield* Effect.fail(new RetryCreate())
+        const user = existing[0]
         let budget: Budget | null = null
         if (created) {
           const [platform] = yield* sql<{ default_budget_usd: string | null }>`
@@ -79,7 +82,11 @@ export class EndUsers extends Effect.Service<EndUsers>()("gateway/EndUsers", {
         }
         const apiKey = yield* apiKeys.insert({ platformId, endUserId: user.id })
         return { created, user: toEndUser(user), apiKey, budget } satisfies CreateResult
-      }).pipe(sql.withTransaction, Effect.orDie)
+      }).pipe(
+        sql.withTransaction,
+        Effect.retry({ while: (e) => e instanceof RetryCreate, times: 3 }),
+        Effect.orDie
+      )
 
     const list = (platformId: string, params: { readonly external_id?: string | undefined; readonly page: number; readonly limit: number }) => {
       const filter = params.external_id === undefined ? sql`` : sql`AND external_id = ${params.external_id}`

@@ -3,8 +3,8 @@
 // locally at once and on every other instance through Postgres LISTEN/NOTIFY.
 import { SqlClient } from "@effect/sql"
 import { PgClient } from "@effect/sql-pg"
-import { Clock, Context, Effect, Option, Redacted, Schedule, Stream } from "effect"
-import { timingSafeEqual } from "node:crypto"
+import { Clock, Context, Deferred, Effect, Option, Redacted, Schedule, Stream } from "effect"
+import { randomUUID, timingSafeEqual } from "node:crypto"
 import { Forbidden, Unauthorized } from "../schemas/Errors.js"
 import { AdminKey } from "./AdminKey.js"
 import { hashKey } from "./KeyFormat.js"
@@ -81,21 +81,35 @@ export class KeyAuth extends Effect.Service<KeyAuth>()("gateway/KeyAuth", {
       for (const [hash, entry] of cache) if (matches(entry, target)) cache.delete(hash)
     }
 
-    // Other instances (and this one) tell us about revocations; a reconnect clears everything
-    // because notifications sent while we were away are lost.
-    yield* Effect.sync(() => cache.clear()).pipe(
-      Effect.zipRight(pg.listen(CHANNEL).pipe(Stream.runForEach((payload) =>
-        Effect.sync(() => {
-          try {
-            dropLocal(JSON.parse(payload) as Invalidation)
-          } catch {
-            cache.clear()
-          }
-        })
-      ))),
+    // Other instances (and this one) tell us about revocations. The service is ready only once
+    // LISTEN is proven live (our own probe came back), so no invalidation can slip past a new
+    // instance; each (re)connection clears the cache, as notifications sent meanwhile are lost.
+    const listening = yield* Deferred.make<void>()
+    const probe = `ready:${randomUUID()}`
+    const onMessage = (payload: string) =>
+      Effect.sync(() => {
+        if (payload.startsWith("ready:")) return
+        try {
+          dropLocal(JSON.parse(payload) as Invalidation)
+        } catch {
+          cache.clear()
+        }
+      })
+    yield* pg.listen(CHANNEL).pipe(
+      Stream.tap((payload) => payload === probe ? Deferred.succeed(listening, undefined) : Effect.void),
+      Stream.runForEach(onMessage),
+      Effect.ensuring(Effect.sync(() => cache.clear())),
       Effect.retry(Schedule.spaced("1 second")),
       Effect.forkScoped
     )
+    yield* sql`SELECT pg_notify(${CHANNEL}, ${probe})`.pipe(
+      Effect.zipRight(Deferred.await(listening).pipe(Effect.timeout("200 millis"))),
+      Effect.retry(Schedule.spaced("50 millis").pipe(Schedule.upTo("30 seconds"))),
+      Effect.orDie,
+      // Start-up waits in real time, even under a TestClock.
+      Effect.withClock(Clock.make())
+    )
+    cache.clear()
 
     // last_used_at is written off the request path, in batches.
     const flushLastUsed = Effect.suspend(() => {

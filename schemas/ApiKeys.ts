@@ -1,8 +1,8 @@
 // API key records (platform and end-user keys) and the bodies that create and change them.
 import { Schema } from "effect"
-import { LimitParam, NullableTimestamp, PageParam, strict, Timestamp } from "./Common.js"
+import { LimitParam, NullableTimestamp, PageParam, strict, Text, Timestamp } from "./Common.js"
 
-export const KeyName = Schema.String.pipe(Schema.minLength(1), Schema.maxLength(100))
+export const KeyName = Text.pipe(Schema.minLength(1), Schema.maxLength(100))
 export const Scope = Schema.String.pipe(Schema.pattern(/^[a-z][a-z0-9_.:-]{0,63}$/))
 export const Scopes = Schema.Array(Scope).pipe(Schema.maxItems(32))
 

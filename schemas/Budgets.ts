@@ -1,6 +1,6 @@
 // The USD budget record (one per end user) as the API shows it.
 import { Schema } from "effect"
-import { LimitParam, PageParam, Timestamp, Usd } from "./Common.js"
+import { JsonObject, LimitParam, PageParam, Text, Timestamp, Usd } from "./Common.js"
 
 export const BudgetPeriod = Schema.Literal("one_time", "daily", "monthly")
 export type BudgetPeriod = typeof BudgetPeriod.Type
@@ -26,8 +26,8 @@ export type Budget = typeof Budget.Type
 
 const PositiveUsd = Schema.BigDecimalFromNumber.pipe(Schema.positiveBigDecimal())
 const NonNegativeUsd = Schema.BigDecimalFromNumber.pipe(Schema.nonNegativeBigDecimal())
-const Reason = Schema.String.pipe(Schema.maxLength(500))
-const Metadata = Schema.Record({ key: Schema.String, value: Schema.Unknown })
+const Reason = Text.pipe(Schema.maxLength(500))
+const Metadata = JsonObject
 
 export const CreateBudget = Schema.Struct({
   max_usd: PositiveUsd,

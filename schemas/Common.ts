@@ -20,8 +20,22 @@ export const Paginated = <A, I, R>(item: Schema.Schema<A, I, R>) =>
 export const Timestamp = Schema.Date
 export const NullableTimestamp = Schema.NullOr(Schema.Date)
 
+/** Postgres text cannot hold U+0000: refuse it at the edge instead of failing in the database. */
+const hasNul = (value: unknown): boolean =>
+  typeof value === "string"
+    ? value.includes("\u0000")
+    : Array.isArray(value)
+    ? value.some(hasNul)
+    : value !== null && typeof value === "object"
+    ? Object.entries(value).some(([k, v]) => k.includes("\u0000") || hasNul(v))
+    : false
+
+export const Text = Schema.String.pipe(Schema.filter((s) => !hasNul(s), { message: () => "must not contain NUL characters" }))
+
 /** Arbitrary caller JSON object (metadata). */
-export const JsonObject = Schema.Record({ key: Schema.String, value: Schema.Unknown })
+export const JsonObject = Schema.Record({ key: Schema.String, value: Schema.Unknown }).pipe(
+  Schema.filter((o) => !hasNul(o), { message: () => "must not contain NUL characters" })
+)
 
 /** USD amounts: JSON numbers on the wire, exact BigDecimal in code. */
 export const Usd = Schema.BigDecimalFromNumber

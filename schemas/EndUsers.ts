@@ -2,10 +2,10 @@
 import { Schema } from "effect"
 import { ApiKeyCreated } from "./ApiKeys.js"
 import { Budget } from "./Budgets.js"
-import { JsonObject, LimitParam, PageParam, strict, Timestamp } from "./Common.js"
+import { JsonObject, LimitParam, PageParam, strict, Text, Timestamp } from "./Common.js"
 
-export const ExternalId = Schema.String.pipe(Schema.minLength(1), Schema.maxLength(255))
-export const DisplayName = Schema.String.pipe(Schema.minLength(1), Schema.maxLength(100))
+export const ExternalId = Text.pipe(Schema.minLength(1), Schema.maxLength(255))
+export const DisplayName = Text.pipe(Schema.minLength(1), Schema.maxLength(100))
 
 export const EndUser = Schema.Struct({
   id: Schema.String,

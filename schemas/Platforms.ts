@@ -1,6 +1,6 @@
 // Platform (tenant) records and their settings, as the operator and platform APIs show them.
 import { Schema } from "effect"
-import { strict, Timestamp } from "./Common.js"
+import { strict, Text, Timestamp } from "./Common.js"
 import { ApiKeyCreated } from "./ApiKeys.js"
 
 const NonNegative = Schema.Number.pipe(Schema.nonNegative(), Schema.finite())
@@ -59,7 +59,7 @@ export const Platform = Schema.Struct({
 })
 export type Platform = typeof Platform.Type
 
-export const PlatformName = Schema.String.pipe(Schema.trimmed(), Schema.minLength(1), Schema.maxLength(100))
+export const PlatformName = Text.pipe(Schema.trimmed(), Schema.minLength(1), Schema.maxLength(100))
 
 export const CreatePlatform = Schema.Struct({
   name: PlatformName,

@@ -27,6 +27,22 @@ const expectError = (res: ApiResponse, status: number, code: string, param?: str
 /** A platform key of `platformId` can read that platform (200); a dead key gets 401. */
 const platformKeyWorks = (platformId: string, key: string) => gw.call("GET", `/v1/platforms/${platformId}`, { key })
 
+/**
+ * Waits until `n` gateway instances on this database hold their LISTEN connection for cache
+ * invalidation (an instance serves requests before that subscription is up).
+ */
+const waitForListeners = async (n: number) => {
+  const deadline = Date.now() + 10_000
+  for (;;) {
+    const res = await gw.db.pool.query<{ n: number }>(
+      "SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND query ILIKE 'LISTEN %'"
+    )
+    if ((res.rows[0]?.n ?? 0) >= n) return
+    if (Date.now() > deadline) throw new Error(`waitForListeners: fewer than ${n} LISTEN connections after 10 s`)
+    await new Promise((resolve) => setTimeout(resolve, 50))
+  }
+}
+
 const keysPath = (platformId: string) => `/v1/platforms/${platformId}/api-keys`
 
 const countRows = async (platformId: string) => {
@@ -590,6 +606,7 @@ describe("authentication and tenant isolation", () => {
   it("revocation reaches a second gateway instance that had the key cached", async () => {
     const { platformId, platformKey } = await createPlatform(gw)
     const peer = await gw.startPeer()
+    await waitForListeners(2)
     try {
       const created = await gw.call("POST", keysPath(platformId), { key: platformKey, body: { name: "shared" } })
       const raw = created.body.raw_key as string

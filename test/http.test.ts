@@ -135,6 +135,21 @@ describe("bad requests", () => {
     expectOpenAiError(notObject.body, "validation_error")
   })
 
+  it("text Postgres cannot store (NUL) is a 422 naming the field, not a 500", async () => {
+    for (const [body, param] of [
+      [{ external_id: "a\u0000b" }, "external_id"],
+      [{ external_id: "ok-nul", display_name: "x\u0000" }, "display_name"],
+      [{ external_id: "ok-nul", metadata: { k: ["a\u0000"] } }, "metadata"]
+    ] as const) {
+      const res = await gw.call("POST", path(), { key: platform.platformKey, body })
+      expect(res.status, JSON.stringify(body)).toBe(422)
+      expect(res.body.error.param).toBe(param)
+    }
+    const list = await gw.call("GET", `${path()}?external_id=a%00b`, { key: platform.platformKey })
+    expect(list.status).toBe(422)
+    expectOpenAiError(list.body, "validation_error")
+  })
+
   it("a rejected request changes nothing", async () => {
     const before = await gw.db.pool.query("SELECT count(*)::int AS n FROM end_users")
     await gw.call("POST", path(), { key: platform.platformKey, rawBody: "{", headers: { "content-type": "application/json" } })

@@ -44,6 +44,12 @@ const isDatabaseOutage = (e: SqlError): boolean => {
     /Connection terminated|connect ECONNREFUSED|timeout exceeded when trying to connect/i.test(message)
 }
 
+/** 22021 / 22P05: text Postgres cannot store (NUL bytes, bad encodings). */
+const isUnstorableText = (e: SqlError): boolean => {
+  const code = (e.cause as { readonly code?: unknown } | undefined)?.code
+  return code === "22021" || code === "22P05"
+}
+
 const fromFailure = (error: unknown): Option.Option<ApiError> => {
   if (error instanceof HttpApiError.HttpApiDecodeError) return Option.some(decodeToValidation(error))
   if (error instanceof HttpServerError.RouteNotFound) {
@@ -62,6 +68,9 @@ const fromDefect = (defect: unknown): Option.Option<ApiError> => {
       code: "invalid_json",
       message: `The request body is not valid JSON${cause instanceof Error ? `: ${cause.message}` : ""}`
     }))
+  }
+  if (defect instanceof SqlError && isUnstorableText(defect)) {
+    return Option.some(new ValidationError({ code: "validation_error", message: "A text value contains characters that cannot be stored (e.g. NUL)" }))
   }
   if (defect instanceof SqlError && isDatabaseOutage(defect)) {
     return Option.some(new ServiceUnavailable({ code: "service_unavailable", message: "The database is unavailable; retry shortly" }))

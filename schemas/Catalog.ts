@@ -1,0 +1,81 @@
+// Providers, models and their provider configurations (operator plane), platform provider keys,
+// the platform wallet, and the OpenAI-shaped model list.
+import { BigDecimal, Schema } from "effect"
+import { NonNegativeUsd, PositiveUsd, strict, Timestamp, Usd } from "./Common.js"
+
+export const ProviderKind = Schema.Literal("openai", "openai-responses", "anthropic", "mock")
+const Slug = Schema.String.pipe(Schema.pattern(/^[a-z0-9][a-z0-9._-]{0,99}$/))
+const HttpUrl = Schema.String.pipe(Schema.pattern(/^https?:\/\/[^\s]+$/))
+
+export const ProviderInput = Schema.Struct({ slug: Slug, kind: ProviderKind, base_url: HttpUrl }).annotations(strict)
+export type ProviderInput = typeof ProviderInput.Type
+
+export const Provider = Schema.Struct({
+  id: Schema.String,
+  slug: Schema.String,
+  kind: ProviderKind,
+  base_url: Schema.String,
+  created_at: Timestamp,
+  updated_at: Timestamp
+})
+
+export const ModelProviderInput = Schema.Struct({
+  provider: Slug,
+  provider_model_id: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(200)),
+  priority: Schema.optionalWith(Schema.Int, { default: () => 0 }),
+  weight: Schema.optionalWith(Schema.Int.pipe(Schema.nonNegative()), { default: () => 1 }),
+  enabled: Schema.optionalWith(Schema.Boolean, { default: () => true }),
+  input_usd_per_mtok: Schema.optionalWith(NonNegativeUsd, { default: () => BigDecimal.make(0n, 0) }),
+  output_usd_per_mtok: Schema.optionalWith(NonNegativeUsd, { default: () => BigDecimal.make(0n, 0) })
+}).annotations(strict)
+
+export const ModelInput = Schema.Struct({
+  slug: Slug,
+  providers: Schema.Array(ModelProviderInput)
+}).annotations(strict)
+export type ModelInput = typeof ModelInput.Type
+
+export const ModelConfig = Schema.Struct({
+  id: Schema.String,
+  slug: Schema.String,
+  providers: Schema.Array(Schema.Struct({
+    provider: Schema.String,
+    provider_model_id: Schema.String,
+    priority: Schema.Int,
+    weight: Schema.Int,
+    enabled: Schema.Boolean,
+    input_usd_per_mtok: Usd,
+    output_usd_per_mtok: Usd
+  })),
+  created_at: Timestamp
+})
+export type ModelConfig = typeof ModelConfig.Type
+
+/** GET /v1/models (OpenAI shape). */
+export const Model = Schema.Struct({
+  id: Schema.String,
+  object: Schema.Literal("model"),
+  created: Schema.Int,
+  owned_by: Schema.String
+})
+export const ModelList = Schema.Struct({ object: Schema.Literal("list"), data: Schema.Array(Model) })
+
+export const PutProviderKey = Schema.Struct({
+  api_key: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(4096))
+}).annotations(strict)
+
+/** A platform's key for a provider: never the key itself, only its last 4 characters. */
+export const ProviderKey = Schema.Struct({
+  provider: Schema.String,
+  key_hint: Schema.String,
+  is_active: Schema.Boolean,
+  created_at: Timestamp,
+  updated_at: Timestamp
+})
+
+export const PlatformWallet = Schema.Struct({ balance_usd: Usd, updated_at: Timestamp })
+
+export const WalletTopup = Schema.Struct({
+  amount_usd: PositiveUsd,
+  reason: Schema.optional(Schema.String.pipe(Schema.maxLength(500)))
+}).annotations(strict)
