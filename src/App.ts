@@ -1,5 +1,5 @@
 // The whole program as one layer: database (embedded or DATABASE_URL) -> services -> listeners.
-import { Layer } from "effect"
+import { Effect, Layer } from "effect"
 import { AdminKey } from "../layers/AdminKey.js"
 import { ApiKeys } from "../layers/ApiKeys.js"
 import { BudgetLedger } from "../layers/BudgetLedger.js"
@@ -9,7 +9,10 @@ import { DatabaseUrlLive } from "../layers/EmbeddedPostgres.js"
 import { EndUsers } from "../layers/EndUsers.js"
 import { Idempotency } from "../layers/Idempotency.js"
 import { KeyAuth } from "../layers/KeyAuth.js"
+import { ModelCatalog } from "../layers/ModelCatalog.js"
+import { PlatformWallet } from "../layers/PlatformWallet.js"
 import { Platforms } from "../layers/Platforms.js"
+import { ProviderKeys } from "../layers/ProviderKeys.js"
 import { WebhookOutbox } from "../layers/WebhookOutbox.js"
 import { ApiListenerLive } from "./http/Server.js"
 import { Listeners } from "./Listeners.js"
@@ -21,6 +24,7 @@ export type Role = "all" | "api" | "tools"
 /** Domain services over a SqlClient; tests swap pieces of this. */
 export const ServicesLive = Layer.mergeAll(Platforms.Default, EndUsers.Default).pipe(
   Layer.provideMerge(Layer.mergeAll(ApiKeys.Default, BudgetLedger.Default, Idempotency.Default)),
+  Layer.provideMerge(Layer.mergeAll(ModelCatalog.Default, ProviderKeys.Default, PlatformWallet.Default)),
   Layer.provideMerge(Layer.mergeAll(KeyAuth.Default, WebhookOutbox.Default)),
   Layer.provideMerge(Layer.mergeAll(AdminKey.layer, Crypto.Default))
 )
@@ -31,8 +35,14 @@ export const InfraLive = DatabaseLive.pipe(Layer.provideMerge(DatabaseUrlLive))
 const listenersFor = (role: Role) =>
   role === "api" ? ApiListenerLive : role === "tools" ? ToolListenerLive : Layer.mergeAll(ApiListenerLive, ToolListenerLive)
 
+/** GATEWAY_CONFIG (providers, models, pricing) is applied before the listeners open. */
+const ConfigFileLive = Layer.effectDiscard(Effect.flatMap(ModelCatalog, (catalog) => catalog.applyConfigFile))
+
 /** Everything below the listeners, exposed so startup tasks (demo seed, report) can use it. */
-export const CoreLive = ServicesLive.pipe(Layer.provideMerge(InfraLive), Layer.provideMerge(Listeners.Default))
+export const CoreLive = Layer.merge(ConfigFileLive, Listeners.Default).pipe(
+  Layer.provideMerge(ServicesLive),
+  Layer.provideMerge(InfraLive)
+)
 
 /** The program; tests pass their own tracing layer (an in-memory exporter). */
 export const appLayer = (role: Role, tracing: Layer.Layer<never, unknown> = TracingLive) =>

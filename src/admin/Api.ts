@@ -2,6 +2,7 @@
 import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
 import { Schema } from "effect"
 import { Pagination, Paginated, PathId } from "../../schemas/Common.js"
+import { ModelConfig, ModelInput, PlatformWallet, Provider, ProviderInput, WalletTopup } from "../../schemas/Catalog.js"
 import { CreatePlatform, Platform, PlatformCreated } from "../../schemas/Platforms.js"
 import { Authentication } from "../http/Authentication.js"
 
@@ -20,6 +21,16 @@ export class AdminGroup extends HttpApiGroup.make("admin")
     HttpApiEndpoint.get("getPlatform", "/admin/platforms/:platformId")
       .setPath(Schema.Struct({ platformId: PathId }))
       .addSuccess(Platform)
+  )
+  .add(HttpApiEndpoint.post("upsertProvider", "/admin/providers").setPayload(ProviderInput).addSuccess(Provider))
+  .add(HttpApiEndpoint.get("listProviders", "/admin/providers").addSuccess(Schema.Struct({ data: Schema.Array(Provider) })))
+  .add(HttpApiEndpoint.post("upsertModel", "/admin/models").setPayload(ModelInput).addSuccess(ModelConfig))
+  .add(HttpApiEndpoint.get("listModels", "/admin/models").addSuccess(Schema.Struct({ data: Schema.Array(ModelConfig) })))
+  .add(
+    HttpApiEndpoint.post("topupPlatformWallet", "/admin/platforms/:platformId/platform-wallet/topup")
+      .setPath(Schema.Struct({ platformId: PathId }))
+      .setPayload(WalletTopup)
+      .addSuccess(PlatformWallet)
   )
   .middleware(Authentication)
   .prefix("/v1") {}

@@ -13,10 +13,12 @@ import {
 } from "../../schemas/Errors.js"
 import { AdminGroup } from "../admin/Api.js"
 import { BudgetsGroup } from "../budgets/Api.js"
+import { InferenceGroup } from "../inference/Api.js"
 import { ApiKeysGroup, EndUsersGroup, PlatformsGroup } from "../management/Api.js"
 import { WebhooksGroup } from "../webhooks/Api.js"
 
 export class GatewayApi extends HttpApi.make("gateway")
+  .add(InferenceGroup)
   .add(AdminGroup)
   .add(PlatformsGroup)
   .add(ApiKeysGroup)

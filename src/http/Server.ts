@@ -6,6 +6,7 @@ import { Config, Layer } from "effect"
 import { createServer } from "node:http"
 import { AdminLive } from "../admin/Http.js"
 import { BudgetsLive } from "../budgets/Http.js"
+import { InferenceLive } from "../inference/Http.js"
 import { ApiKeysLive, EndUsersLive, PlatformsLive } from "../management/Http.js"
 import { recordAddress } from "../Listeners.js"
 import { WebhooksLive } from "../webhooks/Http.js"
@@ -18,7 +19,7 @@ const HealthLive = HttpApiBuilder.Router.use((router) =>
 )
 
 export const ApiLive = HttpApiBuilder.api(GatewayApi).pipe(
-  Layer.provide([AdminLive, PlatformsLive, ApiKeysLive, EndUsersLive, BudgetsLive, WebhooksLive, ErrorMappingLive]),
+  Layer.provide([InferenceLive, AdminLive, PlatformsLive, ApiKeysLive, EndUsersLive, BudgetsLive, WebhooksLive, ErrorMappingLive]),
   Layer.provide(AuthenticationLive)
 )
 

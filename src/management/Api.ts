@@ -17,12 +17,14 @@ import {
   ListEndUsersParams,
   UpdateEndUser
 } from "../../schemas/EndUsers.js"
+import { PlatformWallet, ProviderKey, PutProviderKey } from "../../schemas/Catalog.js"
 import { Platform, UpdatePlatform } from "../../schemas/Platforms.js"
 import { Authentication } from "../http/Authentication.js"
 
 const PlatformPath = Schema.Struct({ platformId: PathId })
 const KeyPath = Schema.Struct({ platformId: PathId, keyId: PathId })
 const EndUserPath = Schema.Struct({ platformId: PathId, endUserId: PathId })
+const ProviderKeyPath = Schema.Struct({ platformId: PathId, provider: Schema.String })
 
 /** Same shape as EndUserCreated, answered with 200 when the external_id already existed. */
 export const EndUserReturned = Schema.Struct(EndUserCreated.fields).annotations({
@@ -37,6 +39,19 @@ export class PlatformsGroup extends HttpApiGroup.make("platforms")
       .setPayload(UpdatePlatform)
       .addSuccess(Platform)
   )
+  .add(
+    HttpApiEndpoint.put("putProviderKey", "/platforms/:platformId/provider-keys/:provider")
+      .setPath(ProviderKeyPath)
+      .setPayload(PutProviderKey)
+      .addSuccess(ProviderKey)
+  )
+  .add(HttpApiEndpoint.get("getProviderKey", "/platforms/:platformId/provider-keys/:provider").setPath(ProviderKeyPath).addSuccess(ProviderKey))
+  .add(
+    HttpApiEndpoint.del("deleteProviderKey", "/platforms/:platformId/provider-keys/:provider")
+      .setPath(ProviderKeyPath)
+      .addSuccess(HttpApiSchema.NoContent)
+  )
+  .add(HttpApiEndpoint.get("getPlatformWallet", "/platforms/:platformId/platform-wallet").setPath(PlatformPath).addSuccess(PlatformWallet))
   .middleware(Authentication)
   .prefix("/v1") {}
 

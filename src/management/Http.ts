@@ -4,7 +4,9 @@ import { Effect, Schema } from "effect"
 import { ApiKeys } from "../../layers/ApiKeys.js"
 import { actorOf } from "../../layers/BudgetLedger.js"
 import { EndUsers } from "../../layers/EndUsers.js"
+import { PlatformWallet } from "../../layers/PlatformWallet.js"
 import { Platforms } from "../../layers/Platforms.js"
+import { ProviderKeys } from "../../layers/ProviderKeys.js"
 import { requirePlatform } from "../http/Access.js"
 import { GatewayApi } from "../http/Api.js"
 import { EndUserReturned } from "./Api.js"
@@ -12,11 +14,21 @@ import { EndUserReturned } from "./Api.js"
 export const PlatformsLive = HttpApiBuilder.group(GatewayApi, "platforms", (handlers) =>
   Effect.gen(function*() {
     const platforms = yield* Platforms
+    const providerKeys = yield* ProviderKeys
+    const wallet = yield* PlatformWallet
     return handlers
       .handle("getPlatform", ({ path }) =>
         requirePlatform(path.platformId).pipe(Effect.zipRight(platforms.get(path.platformId))))
       .handle("updatePlatform", ({ path, payload }) =>
         requirePlatform(path.platformId).pipe(Effect.zipRight(platforms.update(path.platformId, payload))))
+      .handle("putProviderKey", ({ path, payload }) =>
+        requirePlatform(path.platformId).pipe(Effect.zipRight(providerKeys.put(path.platformId, path.provider, payload.api_key))))
+      .handle("getProviderKey", ({ path }) =>
+        requirePlatform(path.platformId).pipe(Effect.zipRight(providerKeys.get(path.platformId, path.provider))))
+      .handle("deleteProviderKey", ({ path }) =>
+        requirePlatform(path.platformId).pipe(Effect.zipRight(providerKeys.remove(path.platformId, path.provider))))
+      .handle("getPlatformWallet", ({ path }) =>
+        requirePlatform(path.platformId).pipe(Effect.zipRight(wallet.get(path.platformId))))
   }))
 
 export const ApiKeysLive = HttpApiBuilder.group(GatewayApi, "apiKeys", (handlers) =>

@@ -1,0 +1,61 @@
+// PlatformWallet: each platform's prepaid USD balance, checked before inference and debited at
+// settlement. Every change writes a wallet ledger row in the same transaction.
+import { PgClient } from "@effect/sql-pg"
+import { BigDecimal, Effect } from "effect"
+import { dec, sqlDec } from "../src/lib/Money.js"
+
+interface WalletRow {
+  readonly balance_usd: string
+  readonly updated_at: Date
+}
+
+export class PlatformWallet extends Effect.Service<PlatformWallet>()("gateway/PlatformWallet", {
+  effect: Effect.gen(function*() {
+    const sql = yield* PgClient.PgClient
+
+    const view = (row: WalletRow | undefined) => ({
+      balance_usd: dec(row?.balance_usd ?? "0"),
+      updated_at: row?.updated_at ?? new Date(0)
+    })
+
+    const get = (platformId: string) =>
+      sql<WalletRow>`SELECT balance_usd::text, updated_at FROM platform_wallets WHERE platform_id = ${platformId}`.pipe(
+        Effect.map((rows) => view(rows[0])),
+        Effect.orDie
+      )
+
+    /** Locks (creating when absent) and changes the balance; one wallet ledger row. */
+    const change = (
+      platformId: string,
+      type: "topup" | "debit",
+      amount: BigDecimal.BigDecimal,
+      reason: string | null,
+      metadata: Record<string, unknown>
+    ) =>
+      Effect.gen(function*() {
+        yield* sql`INSERT INTO platform_wallets (platform_id) VALUES (${platformId}) ON CONFLICT DO NOTHING`
+        const [before] = yield* sql<WalletRow>`SELECT balance_usd::text, updated_at FROM platform_wallets
+          WHERE platform_id = ${platformId} FOR UPDATE`
+        const delta = type === "topup" ? amount : BigDecimal.negate(amount)
+        const after = BigDecimal.sum(dec(before!.balance_usd), delta)
+        const [row] = yield* sql<WalletRow>`UPDATE platform_wallets SET balance_usd = ${sqlDec(after)}, updated_at = now()
+          WHERE platform_id = ${platformId} RETURNING balance_usd::text, updated_at`
+        yield* sql`INSERT INTO platform_wallet_transactions (platform_id, type, amount_usd, balance_before, balance_after, reason, metadata)
+          VALUES (${platformId}, ${type}, ${sqlDec(amount)}, ${before!.balance_usd}, ${sqlDec(after)}, ${reason}, ${sql.json(metadata)})`
+        return view(row)
+      })
+
+    const topup = (platformId: string, amount: BigDecimal.BigDecimal, reason: string | null) =>
+      change(platformId, "topup", amount, reason, {}).pipe(sql.withTransaction, Effect.orDie)
+
+    /** Settlement debit: runs inside the settlement transaction; may go below zero. */
+    const debit = (platformId: string, amount: BigDecimal.BigDecimal, metadata: Record<string, unknown>) =>
+      change(platformId, "debit", amount, null, metadata)
+
+    /** Pre-flight: does the balance cover the estimate? */
+    const covers = (platformId: string, estimate: BigDecimal.BigDecimal) =>
+      Effect.map(get(platformId), (w) => BigDecimal.greaterThanOrEqualTo(w.balance_usd, estimate))
+
+    return { get, topup, debit, covers } as const
+  })
+}) {}

@@ -1,0 +1,42 @@
+// The contract every upstream adapter (openai, openai-responses, anthropic, mock) fulfils:
+// take an OpenAI-shaped chat request, call the provider in its own wire format, and answer
+// an OpenAI-shaped completion or a stream of OpenAI-shaped chunks.
+import { Data, type Effect, type Stream } from "effect"
+import type { ChatChunk, ChatCompletion, ChatRequest } from "../../schemas/Chat.js"
+
+export type ProviderKind = "openai" | "openai-responses" | "anthropic" | "mock"
+
+export interface UpstreamCall {
+  /** Provider base URL, e.g. https://api.openai.com/v1 (adapters append their paths). */
+  readonly baseUrl: string
+  readonly apiKey: string
+  /** The provider's model id; replaces `request.model` on the wire. */
+  readonly providerModelId: string
+  readonly request: ChatRequest
+  /** Per-attempt limit until the upstream answers (headers for streams). */
+  readonly timeoutMs: number
+  /** Extra headers to propagate (e.g. traceparent). */
+  readonly headers?: Readonly<Record<string, string>> | undefined
+}
+
+/**
+ * A failed upstream attempt. `retryable` is true for connect errors, timeouts, 429 and 5xx:
+ * the router then tries the next candidate, as long as no byte reached the client.
+ */
+export class UpstreamError extends Data.TaggedError("UpstreamError")<{
+  readonly kind: "connect" | "timeout" | "status" | "protocol"
+  readonly status?: number | undefined
+  readonly message: string
+  readonly retryable: boolean
+}> {}
+
+export interface UpstreamAdapter {
+  readonly complete: (call: UpstreamCall) => Effect.Effect<ChatCompletion, UpstreamError>
+  /**
+   * Succeeds once the upstream accepted the request (status and headers received), so the
+   * router can still fail over; the stream then yields chunks. Adapters always ask the
+   * upstream for usage and end the stream with a chunk that carries `usage` when the
+   * upstream reported it. Interrupting the stream aborts the upstream request.
+   */
+  readonly stream: (call: UpstreamCall) => Effect.Effect<Stream.Stream<ChatChunk, UpstreamError>, UpstreamError>
+}
