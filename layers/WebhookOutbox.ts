@@ -1,8 +1,8 @@
 // WebhookOutbox: budget events written as outbox rows inside the ledger transaction, then
 // delivered (Standard Webhooks signature, retried by GATEWAY_WEBHOOK_RETRY_SCHEDULE) by a
-// dispatcher that several instances may run at once; plus the tenant's endpoint management.
+// dispatcher that several instances may run at once. WebhookEndpoints: the tenant's endpoints.
 import { PgClient } from "@effect/sql-pg"
-import { BigDecimal, Clock, Effect, Option, Queue, Schema, Stream, Schedule } from "effect"
+import { BigDecimal, Clock, Effect, Option, Queue, Schema, Stream } from "effect"
 import { createHmac, randomBytes } from "node:crypto"
 import * as http from "node:http"
 import * as https from "node:https"
@@ -47,7 +47,7 @@ export interface BudgetEventData {
 /** NOTIFY channel that wakes dispatchers when an enqueue commits. */
 export const WAKE_CHANNEL = "gateway_webhooks_wake"
 const BATCH_SIZE = 20
-const LEASE = "30 seconds"
+// The claim's lease is 30 s (in the SQL): well above SEND_TIMEOUT_MS, so only a crash lets it lapse.
 const POLL_MS = 500
 const SEND_TIMEOUT_MS = 10_000
 
@@ -202,14 +202,126 @@ export class WebhookOutbox extends Effect.Service<WebhookOutbox>()("gateway/Webh
                      ELSE ${eventType} = ANY(ep.event_types) END
           ON CONFLICT (event_id, endpoint_id) DO NOTHING
           RETURNING id`
-        // Delivered by Postgres at commit, so dispatchers never wake for a rolled-back event.
-        if (deliveries.length > 0) yield* sql`SELECT pg_notify(${WAKE_CHANNEL}, '')`
+        // Delivered by Postgres at commit, so dispatchers never wake for a rolled-back event. The
+        // payload must be non-empty: @effect/sql-pg's listen() drops notifications without one.
+        if (deliveries.length > 0) yield* sql`SELECT pg_notify(${WAKE_CHANNEL}, ${eventType})`
       }).pipe(
         Effect.orDie,
         Effect.withSpan("WebhookOutbox.enqueue", { attributes: { "webhook.event_type": eventType } })
       )
 
-    // --- endpoint management ------------------------------------------------------------------
+    // --- dispatcher ---------------------------------------------------------------------------
+
+    /**
+     * Claims due deliveries with a lease in one autocommit statement: SKIP LOCKED keeps
+     * concurrent dispatchers off each other's rows, and no lock is held while sending.
+     */
+    const claim = sql<ClaimedRow>`WITH claimed AS (
+        UPDATE webhook_deliveries SET lease_until = now() + interval '30 seconds'
+        WHERE id IN (
+          SELECT id FROM webhook_deliveries
+          WHERE status = 'pending' AND next_attempt_at <= now() AND (lease_until IS NULL OR lease_until < now())
+          ORDER BY next_attempt_at
+          LIMIT ${BATCH_SIZE}
+          FOR UPDATE SKIP LOCKED)
+        RETURNING id, attempt, event_id, endpoint_id)
+      SELECT c.id, c.attempt, e.event_id AS webhook_id, e.payload, ep.url, ep.secret_encrypted,
+        ep.is_active AS endpoint_active
+      FROM claimed c
+      JOIN webhook_events e ON e.id = c.event_id
+      JOIN webhook_endpoints ep ON ep.id = c.endpoint_id`
+
+    const encodeEnvelope = Schema.decodeUnknown(WebhookEnvelope)
+
+    const send = (row: ClaimedRow): Effect.Effect<Outcome> =>
+      Effect.gen(function*() {
+        if (!row.endpoint_active) return { httpStatus: null, error: "endpoint is inactive" }
+        // The SSRF check runs again on every attempt: DNS may have changed since registration.
+        const url = yield* checkUrl(row.url, allowPrivate)
+        const secret = yield* Effect.try(() => crypto.decrypt(row.secret_encrypted)).pipe(
+          Effect.mapError(() => new Error("the endpoint's signing secret cannot be decrypted"))
+        )
+        // Re-decode the stored JSON so the body keeps the spec's field order (jsonb does not).
+        const body = JSON.stringify(yield* encodeEnvelope(row.payload))
+        const timestamp = Math.floor((yield* Clock.currentTimeMillis) / 1000)
+        const status = yield* post(url, {
+          "content-type": "application/json",
+          "user-agent": "model-gateway-webhooks/1",
+          "webhook-id": row.webhook_id,
+          "webhook-timestamp": String(timestamp),
+          "webhook-signature": sign(secret, row.webhook_id, timestamp, body)
+        }, body, allowPrivate)
+        const ok = status >= 200 && status < 300
+        return { httpStatus: status, error: ok ? null : `HTTP ${status}` }
+      }).pipe(
+        Effect.catchAll((e): Effect.Effect<Outcome> => Effect.succeed({ httpStatus: null, error: e.message })),
+        Effect.withSpan("WebhookOutbox.send", { attributes: { "webhook.delivery_id": row.id } })
+      )
+
+    /**
+     * Records the attempt and moves the delivery on, in one statement. `attempt = claimed attempt`
+     * makes a late finisher (whose lease expired and was re-claimed) a no-op.
+     */
+    const complete = (row: ClaimedRow, outcome: Outcome) => {
+      const made = row.attempt + 1
+      const delivered = outcome.error === null
+      const delay = delivered ? undefined : nextDelay(schedule, made)
+      const status = delivered ? "delivered" : delay === undefined ? "failed" : "pending"
+      const next = delay === undefined ? sql`NULL` : sql`now() + ${delay}::double precision * interval '1 millisecond'`
+      return sql`WITH upd AS (
+          UPDATE webhook_deliveries SET status = ${status}, attempt = ${made}, next_attempt_at = ${next},
+            lease_until = NULL, last_http_status = ${outcome.httpStatus}, last_error = ${outcome.error}, updated_at = now()
+          WHERE id = ${row.id} AND attempt = ${row.attempt} AND status = 'pending'
+          RETURNING id)
+        INSERT INTO webhook_delivery_attempts (delivery_id, attempt, http_status, error)
+        SELECT id, ${made}, ${outcome.httpStatus}, ${outcome.error} FROM upd`
+    }
+
+    // Uninterruptible so shutdown finishes (and records) attempts in flight; Node's timeout bounds it.
+    const deliver = (row: ClaimedRow) =>
+      send(row).pipe(Effect.flatMap((outcome) => complete(row, outcome)), Effect.uninterruptible)
+
+    /** One claim-and-send round; true when the batch was full (more may be due right now). */
+    const round = Effect.gen(function*() {
+      const rows = yield* claim
+      yield* Effect.forEach(rows, deliver, { concurrency: BATCH_SIZE, discard: true })
+      return rows.length === BATCH_SIZE
+    })
+
+    const wake = yield* Queue.sliding<void>(1)
+    // Resubscribe after an error or an ended stream; the poll below covers anything missed meanwhile.
+    yield* sql.listen(WAKE_CHANNEL).pipe(
+      Stream.runForEach(() => Queue.offer(wake, undefined)),
+      Effect.catchAllCause((cause) => Effect.logDebug("webhook wake-up listener restarting", cause)),
+      Effect.zipRight(Effect.sleep("1 second")),
+      Effect.forever,
+      Effect.forkScoped
+    )
+
+    const loop: Effect.Effect<never> = Effect.gen(function*() {
+      const more = yield* round.pipe(
+        Effect.catchAllCause((cause) => Effect.logWarning("webhook dispatch round failed", cause).pipe(Effect.as(false)))
+      )
+      if (!more) {
+        // A NOTIFY (an enqueue committed) or the poll interval, whichever comes first.
+        yield* Effect.raceFirst(Queue.take(wake), Effect.sleep(`${POLL_MS} millis`))
+      }
+    }).pipe(Effect.forever)
+    yield* Effect.forkScoped(loop)
+
+    return { enqueue } as const
+  })
+}) {}
+
+/**
+ * The tenant's endpoints and their deliveries (the /webhook-endpoints routes). A separate
+ * service so ledger code and its test spies only ever see `enqueue`.
+ */
+export class WebhookEndpoints extends Effect.Service<WebhookEndpoints>()("gateway/WebhookEndpoints", {
+  effect: Effect.gen(function*() {
+    const sql = yield* PgClient.PgClient
+    const crypto = yield* Crypto
+    const allowPrivate = yield* allowPrivateUrls.pipe(Effect.orDie)
 
     const createEndpoint = (
       platformId: string,
@@ -283,102 +395,6 @@ export class WebhookOutbox extends Effect.Service<WebhookOutbox>()("gateway/Webh
         ).pipe(Effect.orDie)
       })
 
-    // --- dispatcher ---------------------------------------------------------------------------
-
-    /**
-     * Claims due deliveries with a lease in one autocommit statement: SKIP LOCKED keeps
-     * concurrent dispatchers off each other's rows, and no lock is held while sending.
-     */
-    const claim = sql<ClaimedRow>`WITH claimed AS (
-        UPDATE webhook_deliveries SET lease_until = now() + interval '${sql.literal(LEASE)}'
-        WHERE id IN (
-          SELECT id FROM webhook_deliveries
-          WHERE status = 'pending' AND next_attempt_at <= now() AND (lease_until IS NULL OR lease_until < now())
-          ORDER BY next_attempt_at
-          LIMIT ${BATCH_SIZE}
-          FOR UPDATE SKIP LOCKED)
-        RETURNING id, attempt, event_id, endpoint_id)
-      SELECT c.id, c.attempt, e.event_id AS webhook_id, e.payload, ep.url, ep.secret_encrypted,
-        ep.is_active AS endpoint_active
-      FROM claimed c
-      JOIN webhook_events e ON e.id = c.event_id
-      JOIN webhook_endpoints ep ON ep.id = c.endpoint_id`
-
-    const encodeEnvelope = Schema.decodeUnknown(WebhookEnvelope)
-
-    const send = (row: ClaimedRow): Effect.Effect<Outcome> =>
-      Effect.gen(function*() {
-        if (!row.endpoint_active) return { httpStatus: null, error: "endpoint is inactive" }
-        // The SSRF check runs again on every attempt: DNS may have changed since registration.
-        const url = yield* checkUrl(row.url, allowPrivate)
-        const secret = yield* Effect.try(() => crypto.decrypt(row.secret_encrypted)).pipe(
-          Effect.mapError(() => new Error("the endpoint's signing secret cannot be decrypted"))
-        )
-        // Re-decode the stored JSON so the body keeps the spec's field order (jsonb does not).
-        const body = JSON.stringify(yield* encodeEnvelope(row.payload))
-        const timestamp = Math.floor((yield* Clock.currentTimeMillis) / 1000)
-        const status = yield* post(url, {
-          "content-type": "application/json",
-          "user-agent": "model-gateway-webhooks/1",
-          "webhook-id": row.webhook_id,
-          "webhook-timestamp": String(timestamp),
-          "webhook-signature": sign(secret, row.webhook_id, timestamp, body)
-        }, body, allowPrivate)
-        const ok = status >= 200 && status < 300
-        return { httpStatus: status, error: ok ? null : `HTTP ${status}` }
-      }).pipe(
-        Effect.catchAll((e): Effect.Effect<Outcome> => Effect.succeed({ httpStatus: null, error: e.message })),
-        Effect.withSpan("WebhookOutbox.send", { attributes: { "webhook.delivery_id": row.id } })
-      )
-
-    /**
-     * Records the attempt and moves the delivery on, in one statement. `attempt = claimed attempt`
-     * makes a late finisher (whose lease expired and was re-claimed) a no-op.
-     */
-    const complete = (row: ClaimedRow, outcome: Outcome) => {
-      const made = row.attempt + 1
-      const delivered = outcome.error === null
-      const delay = delivered ? undefined : nextDelay(schedule, made)
-      const status = delivered ? "delivered" : delay === undefined ? "failed" : "pending"
-      const next = delay === undefined ? sql`NULL` : sql`now() + ${delay}::double precision * interval '1 millisecond'`
-      return sql`WITH upd AS (
-          UPDATE webhook_deliveries SET status = ${status}, attempt = ${made}, next_attempt_at = ${next},
-            lease_until = NULL, last_http_status = ${outcome.httpStatus}, last_error = ${outcome.error}, updated_at = now()
-          WHERE id = ${row.id} AND attempt = ${row.attempt} AND status = 'pending'
-          RETURNING id)
-        INSERT INTO webhook_delivery_attempts (delivery_id, attempt, http_status, error)
-        SELECT id, ${made}, ${outcome.httpStatus}, ${outcome.error} FROM upd`
-    }
-
-    // Uninterruptible so shutdown finishes (and records) attempts in flight; Node's timeout bounds it.
-    const deliver = (row: ClaimedRow) =>
-      send(row).pipe(Effect.flatMap((outcome) => complete(row, outcome)), Effect.uninterruptible)
-
-    /** One claim-and-send round; true when the batch was full (more may be due right now). */
-    const round = Effect.gen(function*() {
-      const rows = yield* claim
-      yield* Effect.forEach(rows, deliver, { concurrency: BATCH_SIZE, discard: true })
-      return rows.length === BATCH_SIZE
-    })
-
-    const wake = yield* Queue.sliding<void>(1)
-    yield* sql.listen(WAKE_CHANNEL).pipe(
-      Stream.runForEach(() => Queue.offer(wake, undefined)),
-      Effect.retry(Schedule.spaced("1 second")),
-      Effect.forkScoped
-    )
-
-    const loop: Effect.Effect<never> = Effect.gen(function*() {
-      const more = yield* round.pipe(
-        Effect.catchAllCause((cause) => Effect.logWarning("webhook dispatch round failed", cause).pipe(Effect.as(false)))
-      )
-      if (!more) {
-        // A NOTIFY (an enqueue committed) or the poll interval, whichever comes first.
-        yield* Effect.raceFirst(Queue.take(wake), Effect.sleep(`${POLL_MS} millis`))
-      }
-    }).pipe(Effect.forever)
-    yield* Effect.forkScoped(loop)
-
-    return { enqueue, createEndpoint, listEndpoints, getEndpoint, deleteEndpoint, listDeliveries } as const
+    return { createEndpoint, listEndpoints, getEndpoint, deleteEndpoint, listDeliveries } as const
   })
 }) {}

@@ -135,13 +135,15 @@ describe("revocation across instances", () => {
     // (an authenticated end-user key on a management route is 403; an unknown key would be 401)
     expect((await peer.call("GET", `/v1/platforms/${a.platformId}`, { key: eu.endUserKey })).status).toBe(403)
 
+    // The other instance learns by Postgres NOTIFY: milliseconds, so allow a short poll.
     await gw.call("PATCH", `/v1/platforms/${a.platformId}/api-keys/${key.id}`, { key: a.platformKey, body: { is_active: false } })
-    const revoked = await peer.call("GET", `/v1/platforms/${a.platformId}`, { key: key.raw })
-    expect(revoked.status).toBe(401)
+    await expect.poll(async () => (await peer.call("GET", `/v1/platforms/${a.platformId}`, { key: key.raw })).status, { timeout: 1000, interval: 20 })
+      .toBe(401)
 
     await gw.call("DELETE", `/v1/platforms/${a.platformId}/end-users/${eu.endUserId}`, { key: a.platformKey })
-    const deletedUser = await peer.call("GET", `/v1/platforms/${a.platformId}`, { key: eu.endUserKey })
-    expect(deletedUser.status).toBe(401)
-    expect(deletedUser.body.error.code).toBe("invalid_api_key")
+    await expect.poll(async () => (await peer.call("GET", `/v1/platforms/${a.platformId}`, { key: eu.endUserKey })).body.error?.code, {
+      timeout: 1000,
+      interval: 20
+    }).toBe("invalid_api_key")
   })
 })

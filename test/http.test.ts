@@ -120,7 +120,7 @@ describe("bad requests", () => {
       body: chunks,
       duplex: "half"
     } as RequestInit).then((r) => r.status, (e: Error) => e.cause instanceof Error ? e.cause.message : e.message)
-    expect([413, "read ECONNRESET", "other side closed", "write EPIPE"]).toContain(streamed)
+    expect(String(streamed)).toMatch(/^413$|ECONNRESET|EPIPE|other side closed/)
     const after = await gw.db.pool.query("SELECT count(*)::int AS n FROM end_users")
     expect(after.rows[0].n).toBe(before.rows[0].n)
   })

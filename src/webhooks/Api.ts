@@ -1,5 +1,48 @@
-// Webhook endpoint management (DESIGN.md section 4). SKELETON: being implemented.
-import { HttpApiGroup } from "@effect/platform"
+// Webhook endpoint management (DESIGN.md section 4): register, list, read, delete endpoints and
+// inspect their deliveries. Platform keys only, own platform only.
+import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema } from "@effect/platform"
+import { Schema } from "effect"
+import { Paginated, PathId } from "../../schemas/Common.js"
+import {
+  CreateWebhookEndpoint,
+  ListWebhooksParams,
+  WebhookDelivery,
+  WebhookEndpoint,
+  WebhookEndpointCreated
+} from "../../schemas/Webhooks.js"
 import { Authentication } from "../http/Authentication.js"
 
-export class WebhooksGroup extends HttpApiGroup.make("webhooks").middleware(Authentication).prefix("/v1") {}
+const PlatformPath = Schema.Struct({ platformId: PathId })
+const EndpointPath = Schema.Struct({ platformId: PathId, endpointId: PathId })
+
+export class WebhooksGroup extends HttpApiGroup.make("webhooks")
+  .add(
+    HttpApiEndpoint.post("createWebhookEndpoint", "/platforms/:platformId/webhook-endpoints")
+      .setPath(PlatformPath)
+      .setPayload(CreateWebhookEndpoint)
+      .addSuccess(WebhookEndpointCreated, { status: 201 })
+  )
+  .add(
+    HttpApiEndpoint.get("listWebhookEndpoints", "/platforms/:platformId/webhook-endpoints")
+      .setPath(PlatformPath)
+      .setUrlParams(ListWebhooksParams)
+      .addSuccess(Paginated(WebhookEndpoint))
+  )
+  .add(
+    HttpApiEndpoint.get("getWebhookEndpoint", "/platforms/:platformId/webhook-endpoints/:endpointId")
+      .setPath(EndpointPath)
+      .addSuccess(WebhookEndpoint)
+  )
+  .add(
+    HttpApiEndpoint.del("deleteWebhookEndpoint", "/platforms/:platformId/webhook-endpoints/:endpointId")
+      .setPath(EndpointPath)
+      .addSuccess(HttpApiSchema.NoContent)
+  )
+  .add(
+    HttpApiEndpoint.get("listWebhookDeliveries", "/platforms/:platformId/webhook-endpoints/:endpointId/deliveries")
+      .setPath(EndpointPath)
+      .setUrlParams(ListWebhooksParams)
+      .addSuccess(Paginated(WebhookDelivery))
+  )
+  .middleware(Authentication)
+  .prefix("/v1") {}
