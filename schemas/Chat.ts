@@ -114,3 +114,13 @@ export const ChatChunk = Schema.Struct({
   usage: Schema.optional(Schema.NullOr(Usage))
 })
 export type ChatChunk = typeof ChatChunk.Type
+
+/** A hosted tool item (`type: mcp`): only /v1/responses accepts it; chat answers 422. */
+export const HostedTool = Schema.Struct({ type: Schema.Literal("mcp") })
+
+/** The chat body as decoded on the wire: hosted tools are recognised so they get a clear 422. */
+export const ChatRequestBody = Schema.Struct({
+  ...ChatRequest.fields,
+  tools: Schema.optional(Schema.Array(Schema.Union(FunctionTool, HostedTool)))
+})
+export type ChatRequestBody = typeof ChatRequestBody.Type

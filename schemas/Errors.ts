@@ -201,6 +201,32 @@ export class ServiceUnavailable extends Schema.TaggedError<ServiceUnavailable>()
   })
 }
 
+export class BadGateway extends Schema.TaggedError<BadGateway>()("BadGateway", {
+  message: Schema.String,
+  param,
+  code: Schema.Literal("upstream_error")
+}) {
+  static readonly Http = openAiError(this, {
+    tag: "BadGateway",
+    status: 502,
+    type: "api_error",
+    description: "Every upstream candidate failed (after failover)"
+  })
+}
+
+export class GatewayTimeout extends Schema.TaggedError<GatewayTimeout>()("GatewayTimeout", {
+  message: Schema.String,
+  param,
+  code: Schema.Literal("upstream_timeout")
+}) {
+  static readonly Http = openAiError(this, {
+    tag: "GatewayTimeout",
+    status: 504,
+    type: "api_error",
+    description: "The upstream did not answer in time (after failover)"
+  })
+}
+
 /** Errors any route may answer; declared once on the API. */
 export type ApiError =
   | BadRequest

@@ -8,11 +8,16 @@ import { DatabaseLive } from "../layers/Database.js"
 import { DatabaseUrlLive } from "../layers/EmbeddedPostgres.js"
 import { EndUsers } from "../layers/EndUsers.js"
 import { Idempotency } from "../layers/Idempotency.js"
+import { Inference } from "../layers/Inference.js"
+import { InferenceLogs } from "../layers/InferenceLogs.js"
 import { KeyAuth } from "../layers/KeyAuth.js"
 import { ModelCatalog } from "../layers/ModelCatalog.js"
 import { PlatformWallet } from "../layers/PlatformWallet.js"
 import { Platforms } from "../layers/Platforms.js"
 import { ProviderKeys } from "../layers/ProviderKeys.js"
+import { ProviderRouter } from "../layers/ProviderRouter.js"
+import { RateLimiter } from "../layers/RateLimiter.js"
+import { UpstreamAdapters } from "../layers/upstream/Adapters.js"
 import { WebhookOutbox } from "../layers/WebhookOutbox.js"
 import { ApiListenerLive } from "./http/Server.js"
 import { Listeners } from "./Listeners.js"
@@ -22,9 +27,10 @@ import { TracingLive } from "./Tracing.js"
 export type Role = "all" | "api" | "tools"
 
 /** Domain services over a SqlClient; tests swap pieces of this. */
-export const ServicesLive = Layer.mergeAll(Platforms.Default, EndUsers.Default).pipe(
+export const ServicesLive = Layer.mergeAll(Platforms.Default, EndUsers.Default, Inference.Default).pipe(
+  Layer.provideMerge(Layer.mergeAll(ProviderRouter.Default, RateLimiter.layerFromConfig, UpstreamAdapters.layer)),
   Layer.provideMerge(Layer.mergeAll(ApiKeys.Default, BudgetLedger.Default, Idempotency.Default)),
-  Layer.provideMerge(Layer.mergeAll(ModelCatalog.Default, ProviderKeys.Default, PlatformWallet.Default)),
+  Layer.provideMerge(Layer.mergeAll(ModelCatalog.Default, ProviderKeys.Default, PlatformWallet.Default, InferenceLogs.Default)),
   Layer.provideMerge(Layer.mergeAll(KeyAuth.Default, WebhookOutbox.Default)),
   Layer.provideMerge(Layer.mergeAll(AdminKey.layer, Crypto.Default))
 )

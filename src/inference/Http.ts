@@ -1,9 +1,12 @@
-// Handlers of the runtime endpoints.
-import { HttpApiBuilder } from "@effect/platform"
-import { Effect } from "effect"
+// Handlers of the runtime endpoints: thin; the pipeline lives in the Inference layer.
+import { HttpApiBuilder, HttpApp, HttpServerResponse } from "@effect/platform"
+import { Effect, Stream } from "effect"
+import { Inference } from "../../layers/Inference.js"
 import { CurrentPrincipal } from "../../layers/KeyAuth.js"
 import { ModelCatalog } from "../../layers/ModelCatalog.js"
-import { Forbidden } from "../../schemas/Errors.js"
+import type { RateLimitState } from "../../layers/RateLimiter.js"
+import type { ChatRequest } from "../../schemas/Chat.js"
+import { Forbidden, RateLimited, ValidationError } from "../../schemas/Errors.js"
 import { GatewayApi } from "../http/Api.js"
 
 /** Runtime routes: platform and end-user keys; the operator key has no platform. */
@@ -15,21 +18,80 @@ const runtimePrincipal = Effect.gen(function*() {
   return principal
 })
 
+/** OpenAI's x-ratelimit-* headers (omitted when the user has no limits). */
+const rateLimitHeaders = (state: RateLimitState | null, retryAfterMs?: number): Record<string, string> => {
+  const headers: Record<string, string> = {}
+  const set = (name: string, value: number | null, unit = "") => {
+    if (value !== null) headers[name] = `${value}${unit}`
+  }
+  if (state !== null) {
+    set("x-ratelimit-limit-requests", state.limitRequests)
+    set("x-ratelimit-remaining-requests", state.remainingRequests)
+    set("x-ratelimit-reset-requests", state.resetRequestsMs, "ms")
+    set("x-ratelimit-limit-tokens", state.limitTokens)
+    set("x-ratelimit-remaining-tokens", state.remainingTokens)
+    set("x-ratelimit-reset-tokens", state.resetTokensMs, "ms")
+  }
+  if (retryAfterMs !== undefined) headers["retry-after"] = String(Math.max(1, Math.ceil(retryAfterMs / 1000)))
+  return headers
+}
+
+const withHeaders = (headers: Record<string, string>) =>
+  Object.keys(headers).length === 0
+    ? Effect.void
+    : HttpApp.appendPreResponseHandler((_req, res) => Effect.succeed(HttpServerResponse.setHeaders(res, headers)))
+
 export const InferenceLive = HttpApiBuilder.group(GatewayApi, "inference", (handlers) =>
   Effect.gen(function*() {
     const catalog = yield* ModelCatalog
-    return handlers.handle("listModels", () =>
-      Effect.gen(function*() {
-        const principal = yield* runtimePrincipal
-        const models = yield* catalog.visibleModels(principal.platformId)
-        return {
-          object: "list" as const,
-          data: models.map((m) => ({
-            id: m.slug,
-            object: "model" as const,
-            created: Math.floor(m.created_at.getTime() / 1000),
-            owned_by: m.owned_by
-          }))
-        }
-      }))
+    const inference = yield* Inference
+    return handlers
+      .handle("listModels", () =>
+        Effect.gen(function*() {
+          const principal = yield* runtimePrincipal
+          const models = yield* catalog.visibleModels(principal.platformId)
+          return {
+            object: "list" as const,
+            data: models.map((m) => ({
+              id: m.slug,
+              object: "model" as const,
+              created: Math.floor(m.created_at.getTime() / 1000),
+              owned_by: m.owned_by
+            }))
+          }
+        }))
+      .handle("createChatCompletion", ({ payload }) =>
+        Effect.gen(function*() {
+          const caller = yield* runtimePrincipal
+          const hosted = (payload.tools ?? []).findIndex((t) => t.type === "mcp")
+          if (hosted >= 0) {
+            return yield* new ValidationError({
+              code: "unsupported_tool_type",
+              param: `tools.${hosted}.type`,
+              message: "Tools of type mcp are only supported on /v1/responses"
+            })
+          }
+          const admitted = yield* inference.admit(caller, payload as ChatRequest).pipe(
+            Effect.catchTag("RateLimitExceeded", (e) =>
+              withHeaders(rateLimitHeaders(e.state, e.retryAfterMs)).pipe(
+                Effect.zipRight(Effect.fail(new RateLimited({
+                  code: "rate_limit_exceeded",
+                  message: `Rate limit exceeded (${e.limit}); retry after ${Math.ceil(e.retryAfterMs / 1000)} s`
+                })))
+              ))
+          )
+          yield* withHeaders(rateLimitHeaders(admitted.rateLimit))
+          if (payload.stream !== true) return yield* inference.complete(admitted)
+          const { chunks, dropped } = yield* inference.stream(admitted)
+          const sse = chunks.pipe(
+            Stream.map((chunk) => `data: ${JSON.stringify(chunk)}\n\n`),
+            // A client detects an upstream drop by the missing [DONE].
+            Stream.concat(Stream.suspend(() => dropped() ? Stream.empty : Stream.make("data: [DONE]\n\n"))),
+            Stream.encodeText
+          )
+          return HttpServerResponse.stream(sse, {
+            contentType: "text/event-stream",
+            headers: { "cache-control": "no-cache", "x-accel-buffering": "no" }
+          })
+        }))
   }))

@@ -18,6 +18,7 @@ import {
   UpdateEndUser
 } from "../../schemas/EndUsers.js"
 import { PlatformWallet, ProviderKey, PutProviderKey } from "../../schemas/Catalog.js"
+import { InferenceLogEntry, ListLogsParams } from "../../schemas/Logs.js"
 import { Platform, UpdatePlatform } from "../../schemas/Platforms.js"
 import { Authentication } from "../http/Authentication.js"
 
@@ -52,6 +53,12 @@ export class PlatformsGroup extends HttpApiGroup.make("platforms")
       .addSuccess(HttpApiSchema.NoContent)
   )
   .add(HttpApiEndpoint.get("getPlatformWallet", "/platforms/:platformId/platform-wallet").setPath(PlatformPath).addSuccess(PlatformWallet))
+  .add(
+    HttpApiEndpoint.get("listLogs", "/platforms/:platformId/logs")
+      .setPath(PlatformPath)
+      .setUrlParams(ListLogsParams)
+      .addSuccess(Paginated(InferenceLogEntry))
+  )
   .middleware(Authentication)
   .prefix("/v1") {}
 

@@ -4,6 +4,7 @@ import { Effect, Schema } from "effect"
 import { ApiKeys } from "../../layers/ApiKeys.js"
 import { actorOf } from "../../layers/BudgetLedger.js"
 import { EndUsers } from "../../layers/EndUsers.js"
+import { InferenceLogs } from "../../layers/InferenceLogs.js"
 import { PlatformWallet } from "../../layers/PlatformWallet.js"
 import { Platforms } from "../../layers/Platforms.js"
 import { ProviderKeys } from "../../layers/ProviderKeys.js"
@@ -16,6 +17,7 @@ export const PlatformsLive = HttpApiBuilder.group(GatewayApi, "platforms", (hand
     const platforms = yield* Platforms
     const providerKeys = yield* ProviderKeys
     const wallet = yield* PlatformWallet
+    const logs = yield* InferenceLogs
     return handlers
       .handle("getPlatform", ({ path }) =>
         requirePlatform(path.platformId).pipe(Effect.zipRight(platforms.get(path.platformId))))
@@ -29,6 +31,8 @@ export const PlatformsLive = HttpApiBuilder.group(GatewayApi, "platforms", (hand
         requirePlatform(path.platformId).pipe(Effect.zipRight(providerKeys.remove(path.platformId, path.provider))))
       .handle("getPlatformWallet", ({ path }) =>
         requirePlatform(path.platformId).pipe(Effect.zipRight(wallet.get(path.platformId))))
+      .handle("listLogs", ({ path, urlParams }) =>
+        requirePlatform(path.platformId).pipe(Effect.zipRight(logs.list(path.platformId, urlParams))))
   }))
 
 export const ApiKeysLive = HttpApiBuilder.group(GatewayApi, "apiKeys", (handlers) =>

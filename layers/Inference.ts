@@ -1,0 +1,278 @@
+// Inference: the one pipeline behind chat completions. The five pre-flight checks run in the
+// spec's order as a typed error channel (none reaches the upstream), then routing with failover,
+// then settlement in one transaction: budget debit row, platform wallet debit, inference log.
+import { PgClient } from "@effect/sql-pg"
+import { BigDecimal, Clock, Effect, Option, Stream } from "effect"
+import { randomUUID } from "node:crypto"
+import type { ChatChunk, ChatCompletion, ChatRequest, Usage } from "../schemas/Chat.js"
+import {
+  type BadGateway,
+  Forbidden,
+  type GatewayTimeout,
+  NotFound,
+  PaymentRequired,
+  ValidationError
+} from "../schemas/Errors.js"
+import { dec, sqlDec } from "../src/lib/Money.js"
+import { actorOf, BudgetLedger } from "./BudgetLedger.js"
+import type { EndUserPrincipal, PlatformPrincipal } from "./KeyAuth.js"
+import { PlatformWallet } from "./PlatformWallet.js"
+import { type Candidate, orderCandidates, ProviderRouter } from "./ProviderRouter.js"
+import { RateLimiter, type RateLimitExceeded, type RateLimits, type RateLimitState } from "./RateLimiter.js"
+import { countPromptTokens, countTextTokens } from "./Tokenizer.js"
+import { UpstreamAdapters } from "./upstream/Adapters.js"
+
+export type Caller = PlatformPrincipal | EndUserPrincipal
+
+/** Cap assumed for the estimate when the request sets no max_tokens. */
+const DEFAULT_MAX_TOKENS = 4096
+const ATTEMPT_TIMEOUT_MS = 60_000
+const MTOK = BigDecimal.make(1_000_000n, 0)
+
+export type PreflightError = Forbidden | NotFound | ValidationError | RateLimitExceeded | PaymentRequired
+
+/** Everything settlement needs, fixed at admission. */
+export interface Admitted {
+  readonly requestId: string
+  readonly caller: Caller
+  readonly request: ChatRequest
+  readonly candidates: ReadonlyArray<Candidate>
+  readonly promptEstimate: number
+  readonly tokenEstimate: number
+  readonly limits: RateLimits
+  readonly rateLimit: RateLimitState | null
+  readonly startedAt: number
+}
+
+export interface Outcome {
+  readonly candidate: Candidate
+  readonly usage: Usage
+  readonly method: "reported" | "estimated"
+  readonly status: "success" | "interrupted" | "error"
+  readonly errorMessage: string | null
+}
+
+const costOf = (candidate: Candidate, usage: Usage) =>
+  BigDecimal.sum(
+    BigDecimal.unsafeDivide(BigDecimal.multiply(BigDecimal.fromBigInt(BigInt(usage.prompt_tokens)), candidate.inputUsdPerMtok), MTOK),
+    BigDecimal.unsafeDivide(BigDecimal.multiply(BigDecimal.fromBigInt(BigInt(usage.completion_tokens)), candidate.outputUsdPerMtok), MTOK)
+  )
+
+const maxBy = (values: ReadonlyArray<BigDecimal.BigDecimal>) =>
+  values.reduce((a, b) => BigDecimal.max(a, b), BigDecimal.make(0n, 0))
+
+export class Inference extends Effect.Service<Inference>()("gateway/Inference", {
+  effect: Effect.gen(function*() {
+    const sql = yield* PgClient.PgClient
+    const router = yield* ProviderRouter
+    const ledger = yield* BudgetLedger
+    const wallet = yield* PlatformWallet
+    const limiter = yield* RateLimiter
+    const adapters = yield* UpstreamAdapters
+
+    /** Effective limits: the user's override, else the platform default, else none. */
+    const resolveLimits = (caller: EndUserPrincipal) =>
+      sql<{ source: string; rpm_limit: number | null; tpm_limit: number | null; rpd_limit: number | null }>`
+        SELECT 'explicit' AS source, rpm_limit, tpm_limit, rpd_limit FROM end_user_rate_limits WHERE end_user_id = ${caller.endUserId}
+        UNION ALL
+        SELECT 'default', (settings->'default_rate_limits'->>'rpm_limit')::int, (settings->'default_rate_limits'->>'tpm_limit')::int,
+          (settings->'default_rate_limits'->>'rpd_limit')::int
+        FROM platforms WHERE id = ${caller.platformId} AND settings ? 'default_rate_limits'`.pipe(
+        Effect.map((rows) => {
+          const row = rows.find((r) => r.source === "explicit") ?? rows[0]
+          return { rpm: row?.rpm_limit ?? null, tpm: row?.tpm_limit ?? null, rpd: row?.rpd_limit ?? null }
+        }),
+        Effect.orDie
+      )
+
+    /** The five checks, in order: model, rate limit, suspension, budget, wallet. */
+    const admit = (caller: Caller, request: ChatRequest) =>
+      Effect.gen(function*() {
+        const startedAt = yield* Clock.currentTimeMillis
+        // 1. Model validation.
+        if (!caller.scopes.includes("inference")) {
+          return yield* new Forbidden({ code: "insufficient_scope", message: "This key lacks the inference scope" })
+        }
+        const candidates = yield* router.candidates(caller.platformId, request.model)
+        if (candidates.length === 0) {
+          return yield* new NotFound({ code: "model_not_found", param: "model", message: `The model '${request.model}' does not exist or is not enabled` })
+        }
+        const maxTokens = request.max_tokens ?? request.max_completion_tokens
+        if (maxTokens !== undefined && maxTokens < 16 && candidates.some((c) => c.kind === "openai-responses")) {
+          return yield* new ValidationError({
+            code: "max_tokens_too_small",
+            param: "max_tokens",
+            message: "max_tokens must be at least 16 for this model"
+          })
+        }
+        const promptEstimate = countPromptTokens(request.messages)
+        const tokenEstimate = promptEstimate + (maxTokens ?? 0)
+
+        // 2. Rate limit (per end user).
+        let limits: RateLimits = { rpm: null, tpm: null, rpd: null }
+        let rateLimit: RateLimitState | null = null
+        if (caller._tag === "EndUserKey") {
+          limits = yield* resolveLimits(caller)
+          // A refusal stays a RateLimitExceeded: the handler turns it into 429 + retry-after.
+          rateLimit = yield* limiter.admit(caller.endUserId, limits, promptEstimate)
+        }
+
+        // 3 + 4. Suspension, then budget remaining (a live, active budget only).
+        if (caller._tag === "EndUserKey") {
+          const budget = yield* ledger.get(caller.platformId, caller.endUserId).pipe(
+            Effect.map(Option.some),
+            Effect.catchTag("NotFound", () => Effect.succeed(Option.none()))
+          )
+          if (Option.isSome(budget) && budget.value.is_active) {
+            if (budget.value.is_suspended) {
+              return yield* new PaymentRequired({ code: "budget_suspended", param: "budget", message: "The budget is suspended" })
+            }
+            if (BigDecimal.lessThanOrEqualTo(BigDecimal.subtract(dec(budget.value.max_usd), dec(budget.value.used_usd)), BigDecimal.make(0n, 0))) {
+              return yield* new PaymentRequired({ code: "budget_exhausted", param: "usd_ledger", message: "The USD budget is exhausted" })
+            }
+          }
+        }
+
+        // 5. Platform wallet covers the estimate (priced at the dearest candidate).
+        const estimate = BigDecimal.sum(
+          BigDecimal.unsafeDivide(BigDecimal.multiply(BigDecimal.fromBigInt(BigInt(promptEstimate)), maxBy(candidates.map((c) => c.inputUsdPerMtok))), MTOK),
+          BigDecimal.unsafeDivide(BigDecimal.multiply(BigDecimal.fromBigInt(BigInt(maxTokens ?? DEFAULT_MAX_TOKENS)), maxBy(candidates.map((c) => c.outputUsdPerMtok))), MTOK)
+        )
+        if (!(yield* wallet.covers(caller.platformId, estimate))) {
+          return yield* new PaymentRequired({
+            code: "wallet_insufficient",
+            param: "platform_wallet",
+            message: `The platform wallet cannot cover the estimated cost (${BigDecimal.format(estimate)} USD)`
+          })
+        }
+        const admitted: Admitted = {
+          requestId: `chatcmpl-${randomUUID().replaceAll("-", "")}`,
+          caller,
+          request,
+          candidates: orderCandidates(candidates),
+          promptEstimate,
+          tokenEstimate,
+          limits,
+          rateLimit,
+          startedAt
+        }
+        return admitted
+      }).pipe(Effect.withSpan("Inference.admit"))
+
+    /** One transaction: budget debit row, wallet debit, log row. Never interrupted half-way. */
+    const settle = (admitted: Admitted, outcome: Outcome) =>
+      Effect.gen(function*() {
+        const caller = admitted.caller
+        const cost = costOf(outcome.candidate, outcome.usage)
+        const billable = BigDecimal.greaterThan(cost, BigDecimal.make(0n, 0))
+        const now = new Date(yield* Clock.currentTimeMillis)
+        const details = {
+          request_id: admitted.requestId,
+          model: admitted.request.model,
+          provider: outcome.candidate.providerSlug,
+          provider_model_id: outcome.candidate.providerModelId,
+          prompt_tokens: outcome.usage.prompt_tokens,
+          completion_tokens: outcome.usage.completion_tokens,
+          token_count_method: outcome.method
+        }
+        yield* Effect.gen(function*() {
+          if (billable && caller._tag === "EndUserKey") {
+            const budget = yield* ledger.lockCurrent(caller.platformId, caller.endUserId, now).pipe(
+              Effect.map(Option.some),
+              Effect.catchTag("NotFound", () => Effect.succeed(Option.none()))
+            )
+            if (Option.isSome(budget) && budget.value.is_active) {
+              yield* ledger.debitLocked(budget.value, { amount: cost, reason: "inference", metadata: details }, actorOf(caller), now)
+            }
+          }
+          if (billable) yield* wallet.debit(caller.platformId, cost, details)
+          yield* sql`INSERT INTO inference_logs (platform_id, end_user_id, request_type, provider_id, model_id, model_slug,
+              provider_model_id, prompt_tokens, completion_tokens, total_tokens, latency_ms, estimated_cost_usd, status,
+              error_message, token_count_method, billing_status, metadata, created_at)
+            VALUES (${caller.platformId}, ${caller._tag === "EndUserKey" ? caller.endUserId : null}, 'chat.completion',
+              ${outcome.candidate.providerId}, ${outcome.candidate.modelId}, ${admitted.request.model},
+              ${outcome.candidate.providerModelId}, ${outcome.usage.prompt_tokens}, ${outcome.usage.completion_tokens},
+              ${outcome.usage.total_tokens}, ${Math.max(0, now.getTime() - admitted.startedAt)}, ${sqlDec(cost)},
+              ${outcome.status}, ${outcome.errorMessage}, ${outcome.method}, ${billable ? "billed" : "not_billed"},
+              ${sql.json({ request_id: admitted.requestId, stream: admitted.request.stream === true })}, ${now})`
+        }).pipe(sql.withTransaction, Effect.orDie)
+        if (caller._tag === "EndUserKey") {
+          yield* limiter.settle(caller.endUserId, admitted.limits, admitted.promptEstimate, outcome.usage.total_tokens)
+        }
+      }).pipe(
+        Effect.catchAllCause((cause) => Effect.logError("settlement failed", cause)),
+        Effect.uninterruptible,
+        Effect.withSpan("Inference.settle")
+      )
+
+    const callFor = (admitted: Admitted, candidate: Candidate) => ({
+      baseUrl: candidate.baseUrl,
+      apiKey: candidate.apiKey,
+      providerModelId: candidate.providerModelId,
+      request: admitted.request,
+      timeoutMs: ATTEMPT_TIMEOUT_MS
+    })
+
+    /** Non-streaming: route with failover, settle with the reported usage. */
+    const complete = (admitted: Admitted): Effect.Effect<ChatCompletion, BadGateway | GatewayTimeout> =>
+      Effect.gen(function*() {
+        const { value, candidate } = yield* router.route(admitted.candidates, (c) => adapters.get(c.kind).complete(callFor(admitted, c)))
+        yield* settle(admitted, { candidate, usage: value.usage, method: "reported", status: "success", errorMessage: null })
+        return { ...value, id: value.id, model: admitted.request.model }
+      })
+
+    /**
+     * Streaming: failover happens before the first byte; afterwards an upstream drop ends the
+     * stream with finish_reason stop (and no [DONE]). Whatever ends the stream (completion,
+     * drop, client disconnect), emitted tokens are settled exactly once.
+     */
+    const stream = (admitted: Admitted) =>
+      Effect.gen(function*() {
+        const { value: chunks, candidate } = yield* router.route(
+          admitted.candidates,
+          (c) => adapters.get(c.kind).stream(callFor(admitted, c))
+        )
+        const state = { text: "", usage: null as Usage | null, dropped: false, done: false, created: 0 }
+        const includeUsage = admitted.request.stream_options?.include_usage === true
+        const body = chunks.pipe(
+          Stream.map((chunk): ChatChunk => {
+            state.created = chunk.created
+            for (const choice of chunk.choices) {
+              state.text += choice.delta.content ?? ""
+              for (const call of choice.delta.tool_calls ?? []) state.text += call.function?.arguments ?? ""
+              if (choice.finish_reason !== null) state.done = true
+            }
+            if (chunk.usage) state.usage = chunk.usage
+            return { ...chunk, id: admitted.requestId, model: admitted.request.model }
+          }),
+          Stream.filter((chunk) => includeUsage || chunk.choices.length > 0),
+          Stream.map((chunk) => (includeUsage || chunk.usage == null) ? chunk : { ...chunk, usage: undefined }),
+          Stream.catchAll((error) => {
+            state.dropped = true
+            const stop: ChatChunk = {
+              id: admitted.requestId,
+              object: "chat.completion.chunk",
+              created: state.created,
+              model: admitted.request.model,
+              choices: [{ index: 0, delta: {}, finish_reason: "stop" }]
+            }
+            return Stream.make(stop).pipe(Stream.tap(() => Effect.logWarning(`upstream dropped mid-stream: ${error.message}`)))
+          }),
+          Stream.ensuring(Effect.suspend(() => {
+            const completion = state.usage?.completion_tokens ?? countTextTokens(state.text)
+            const prompt = state.usage?.prompt_tokens ?? admitted.promptEstimate
+            return settle(admitted, {
+              candidate,
+              usage: { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion },
+              method: state.usage !== null ? "reported" : "estimated",
+              status: state.dropped ? "error" : state.usage !== null || state.done ? "success" : "interrupted",
+              errorMessage: state.dropped ? "upstream dropped mid-stream" : null
+            })
+          }))
+        )
+        return { chunks: body, dropped: () => state.dropped }
+      })
+
+    return { admit, complete, stream, settle } as const
+  })
+}) {}
