@@ -343,6 +343,48 @@ describe("webhook delivery", () => {
     expect(r.events[1]!.body.event_type).toBe("budget.suspended")
   })
 
+  it("every budget transition through the API: its ledger row and its webhook", async () => {
+    const t = await tenant()
+    const all = await receiver()
+    await register(t, all, ["budget.topped_up", "budget.low_balance", "budget.suspended", "budget.unsuspended", "budget.debited"])
+    const path = `/v1/platforms/${t.platformId}/end-users/${t.endUserId}/budget`
+    const call = (method: string, suffix: string, body?: unknown) => gw.call(method, `${path}${suffix}`, { key: t.platformKey, body })
+    expect((await call("POST", "", { max_usd: 10, low_balance_threshold: 4 })).status).toBe(201)
+    const d1 = await call("POST", "/debit", { amount_usd: 5 }) // remaining 5: above the threshold
+    const d2 = await call("POST", "/debit", { amount_usd: 1 }) // remaining 4: crosses
+    const d3 = await call("POST", "/debit", { amount_usd: 1 }) // remaining 3: already below, disarmed
+    const suspended = await call("PATCH", "", { is_suspended: true, reason: "fraud check", metadata: { case: 9 } })
+    const unsuspended = await call("PATCH", "", { is_suspended: false })
+    const topup = await call("POST", "/topup", { amount_usd: 10 }) // re-arms
+    const d4 = await call("POST", "/debit", { amount_usd: 9.5 }) // remaining 3.5: crosses again
+    await all.waitFor((x) => x.events.length === 9)
+    await sleep(300)
+    const got = all.events.map((e) => e.body.event_id).sort()
+    const rows = await query<{ id: string; type: string }>(
+      "SELECT t.id, t.type FROM budget_transactions t JOIN budgets b ON b.id = t.budget_id WHERE b.end_user_id = $1 ORDER BY t.seq",
+      [t.endUserId]
+    )
+    const adjustments = rows.filter((r) => r.type === "adjustment").map((r) => r.id)
+    expect(got).toEqual([
+      `${d1.body.transaction.id}:budget.debited`,
+      `${d2.body.transaction.id}:budget.debited`,
+      `${d2.body.transaction.id}:budget.low_balance`,
+      `${d3.body.transaction.id}:budget.debited`,
+      `${adjustments[0]}:budget.suspended`,
+      `${adjustments[1]}:budget.unsuspended`,
+      `${topup.body.transaction.id}:budget.topped_up`,
+      `${d4.body.transaction.id}:budget.debited`,
+      `${d4.body.transaction.id}:budget.low_balance`
+    ].sort())
+    expect(suspended.status).toBe(200)
+    expect(unsuspended.status).toBe(200)
+    const suspendedEvent = all.events.find((e) => e.body.event_type === "budget.suspended")!
+    expect(suspendedEvent.body.data).toMatchObject({ type: "adjustment", reason: "fraud check", metadata: { case: 9 } })
+    const low = all.events.filter((e) => e.body.event_type === "budget.low_balance").map((e) => e.body.data.remaining_usd_after)
+    expect(low.sort()).toEqual([3.5, 4])
+    expect(rows.map((r) => r.type)).toEqual(["opening", "debit", "debit", "debit", "adjustment", "adjustment", "topup", "debit"])
+  })
+
   it("sends budget.debited only to endpoints that list it; the default set gets the rest", async () => {
     const t = await tenant()
     const byDefault = await receiver()
