@@ -18,6 +18,7 @@ import { actorOf, BudgetLedger } from "./BudgetLedger.js"
 import type { EndUserPrincipal, PlatformPrincipal } from "./KeyAuth.js"
 import { PlatformWallet } from "./PlatformWallet.js"
 import { type Candidate, orderCandidates, ProviderRouter } from "./ProviderRouter.js"
+import { RateLimitSettings } from "./RateLimitSettings.js"
 import { RateLimiter, type RateLimitExceeded, type RateLimits, type RateLimitState } from "./RateLimiter.js"
 import { countPromptTokens, countTextTokens } from "./Tokenizer.js"
 import { UpstreamAdapters } from "./upstream/Adapters.js"
@@ -69,21 +70,7 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
     const wallet = yield* PlatformWallet
     const limiter = yield* RateLimiter
     const adapters = yield* UpstreamAdapters
-
-    /** Effective limits: the user's override, else the platform default, else none. */
-    const resolveLimits = (caller: EndUserPrincipal) =>
-      sql<{ source: string; rpm_limit: number | null; tpm_limit: number | null; rpd_limit: number | null }>`
-        SELECT 'explicit' AS source, rpm_limit, tpm_limit, rpd_limit FROM end_user_rate_limits WHERE end_user_id = ${caller.endUserId}
-        UNION ALL
-        SELECT 'default', (settings->'default_rate_limits'->>'rpm_limit')::int, (settings->'default_rate_limits'->>'tpm_limit')::int,
-          (settings->'default_rate_limits'->>'rpd_limit')::int
-        FROM platforms WHERE id = ${caller.platformId} AND settings ? 'default_rate_limits'`.pipe(
-        Effect.map((rows) => {
-          const row = rows.find((r) => r.source === "explicit") ?? rows[0]
-          return { rpm: row?.rpm_limit ?? null, tpm: row?.tpm_limit ?? null, rpd: row?.rpd_limit ?? null }
-        }),
-        Effect.orDie
-      )
+    const limitSettings = yield* RateLimitSettings
 
     /** The five checks, in order: model, rate limit, suspension, budget, wallet. */
     const admit = (caller: Caller, request: ChatRequest) =>
@@ -112,7 +99,8 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
         let limits: RateLimits = { rpm: null, tpm: null, rpd: null }
         let rateLimit: RateLimitState | null = null
         if (caller._tag === "EndUserKey") {
-          limits = yield* resolveLimits(caller)
+          const effective = yield* limitSettings.effective(caller.platformId, caller.endUserId)
+          limits = { rpm: effective.rpm_limit, tpm: effective.tpm_limit, rpd: effective.rpd_limit }
           // A refusal stays a RateLimitExceeded: the handler turns it into 429 + retry-after.
           rateLimit = yield* limiter.admit(caller.endUserId, limits, promptEstimate)
         }

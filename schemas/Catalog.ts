@@ -79,3 +79,21 @@ export const WalletTopup = Schema.Struct({
   amount_usd: PositiveUsd,
   reason: Schema.optional(Schema.String.pipe(Schema.maxLength(500)))
 }).annotations(strict)
+
+const LimitValue = Schema.NullOr(Schema.Int.pipe(Schema.positive()))
+
+/** PUT body of a user's rate-limit override (null = unlimited for that dimension). */
+export const RateLimitOverride = Schema.Struct({
+  rpm_limit: Schema.optionalWith(LimitValue, { default: () => null }),
+  tpm_limit: Schema.optionalWith(LimitValue, { default: () => null }),
+  rpd_limit: Schema.optionalWith(LimitValue, { default: () => null })
+}).annotations(strict)
+
+/** Effective limits (spec "Rate limits"): resolution explicit > default > none. */
+export const EffectiveRateLimits = Schema.Struct({
+  rpm_limit: Schema.NullOr(Schema.Int),
+  tpm_limit: Schema.NullOr(Schema.Int),
+  rpd_limit: Schema.NullOr(Schema.Int),
+  resolution: Schema.Literal("explicit", "default", "none")
+})
+export type EffectiveRateLimits = typeof EffectiveRateLimits.Type

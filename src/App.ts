@@ -17,6 +17,7 @@ import { Platforms } from "../layers/Platforms.js"
 import { ProviderKeys } from "../layers/ProviderKeys.js"
 import { ProviderRouter } from "../layers/ProviderRouter.js"
 import { RateLimiter } from "../layers/RateLimiter.js"
+import { RateLimitSettings } from "../layers/RateLimitSettings.js"
 import { UpstreamAdapters } from "../layers/upstream/Adapters.js"
 import { WebhookOutbox } from "../layers/WebhookOutbox.js"
 import { ApiListenerLive } from "./http/Server.js"
@@ -28,7 +29,7 @@ export type Role = "all" | "api" | "tools"
 
 /** Domain services over a SqlClient; tests swap pieces of this. */
 export const ServicesLive = Layer.mergeAll(Platforms.Default, EndUsers.Default, Inference.Default).pipe(
-  Layer.provideMerge(Layer.mergeAll(ProviderRouter.Default, RateLimiter.layerFromConfig, UpstreamAdapters.layer)),
+  Layer.provideMerge(Layer.mergeAll(ProviderRouter.Default, RateLimiter.layerFromConfig, UpstreamAdapters.layer, RateLimitSettings.Default)),
   Layer.provideMerge(Layer.mergeAll(ApiKeys.Default, BudgetLedger.Default, Idempotency.Default)),
   Layer.provideMerge(Layer.mergeAll(ModelCatalog.Default, ProviderKeys.Default, PlatformWallet.Default, InferenceLogs.Default)),
   Layer.provideMerge(Layer.mergeAll(KeyAuth.Default, WebhookOutbox.Default)),

@@ -1,13 +1,14 @@
 // Runtime endpoints callable with platform or end-user keys: the model list and chat
 // completions (JSON or SSE).
 import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
-import { ModelList } from "../../schemas/Catalog.js"
+import { EffectiveRateLimits, ModelList } from "../../schemas/Catalog.js"
 import { ChatCompletion, ChatRequestBody } from "../../schemas/Chat.js"
 import { BadGateway, GatewayTimeout, PaymentRequired, RateLimited } from "../../schemas/Errors.js"
 import { Authentication } from "../http/Authentication.js"
 
 export class InferenceGroup extends HttpApiGroup.make("inference")
   .add(HttpApiEndpoint.get("listModels", "/models").addSuccess(ModelList))
+  .add(HttpApiEndpoint.get("getMyRateLimits", "/me/rate-limits").addSuccess(EffectiveRateLimits))
   .add(
     HttpApiEndpoint.post("createChatCompletion", "/chat/completions")
       .setPayload(ChatRequestBody)

@@ -4,9 +4,11 @@ import { Effect, Stream } from "effect"
 import { Inference } from "../../layers/Inference.js"
 import { CurrentPrincipal } from "../../layers/KeyAuth.js"
 import { ModelCatalog } from "../../layers/ModelCatalog.js"
+import { RateLimitSettings } from "../../layers/RateLimitSettings.js"
 import type { RateLimitState } from "../../layers/RateLimiter.js"
 import type { ChatRequest } from "../../schemas/Chat.js"
 import { Forbidden, RateLimited, ValidationError } from "../../schemas/Errors.js"
+import { requireEndUser } from "../http/Access.js"
 import { GatewayApi } from "../http/Api.js"
 
 /** Runtime routes: platform and end-user keys; the operator key has no platform. */
@@ -45,7 +47,10 @@ export const InferenceLive = HttpApiBuilder.group(GatewayApi, "inference", (hand
   Effect.gen(function*() {
     const catalog = yield* ModelCatalog
     const inference = yield* Inference
+    const limits = yield* RateLimitSettings
     return handlers
+      .handle("getMyRateLimits", () =>
+        Effect.flatMap(requireEndUser, (me) => limits.effective(me.platformId, me.endUserId)))
       .handle("listModels", () =>
         Effect.gen(function*() {
           const principal = yield* runtimePrincipal

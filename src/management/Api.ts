@@ -17,7 +17,13 @@ import {
   ListEndUsersParams,
   UpdateEndUser
 } from "../../schemas/EndUsers.js"
-import { PlatformWallet, ProviderKey, PutProviderKey } from "../../schemas/Catalog.js"
+import {
+  EffectiveRateLimits,
+  PlatformWallet,
+  ProviderKey,
+  PutProviderKey,
+  RateLimitOverride
+} from "../../schemas/Catalog.js"
 import { InferenceLogEntry, ListLogsParams } from "../../schemas/Logs.js"
 import { Platform, UpdatePlatform } from "../../schemas/Platforms.js"
 import { Authentication } from "../http/Authentication.js"
@@ -119,6 +125,22 @@ export class EndUsersGroup extends HttpApiGroup.make("endUsers")
   )
   .add(
     HttpApiEndpoint.del("deleteEndUser", "/platforms/:platformId/end-users/:endUserId")
+      .setPath(EndUserPath)
+      .addSuccess(HttpApiSchema.NoContent)
+  )
+  .add(
+    HttpApiEndpoint.put("putRateLimits", "/platforms/:platformId/end-users/:endUserId/rate-limits")
+      .setPath(EndUserPath)
+      .setPayload(RateLimitOverride)
+      .addSuccess(EffectiveRateLimits)
+  )
+  .add(
+    HttpApiEndpoint.get("getRateLimits", "/platforms/:platformId/end-users/:endUserId/rate-limits")
+      .setPath(EndUserPath)
+      .addSuccess(EffectiveRateLimits)
+  )
+  .add(
+    HttpApiEndpoint.del("deleteRateLimits", "/platforms/:platformId/end-users/:endUserId/rate-limits")
       .setPath(EndUserPath)
       .addSuccess(HttpApiSchema.NoContent)
   )

@@ -8,6 +8,7 @@ import { InferenceLogs } from "../../layers/InferenceLogs.js"
 import { PlatformWallet } from "../../layers/PlatformWallet.js"
 import { Platforms } from "../../layers/Platforms.js"
 import { ProviderKeys } from "../../layers/ProviderKeys.js"
+import { RateLimitSettings } from "../../layers/RateLimitSettings.js"
 import { requirePlatform } from "../http/Access.js"
 import { GatewayApi } from "../http/Api.js"
 import { EndUserReturned } from "./Api.js"
@@ -61,6 +62,7 @@ export const ApiKeysLive = HttpApiBuilder.group(GatewayApi, "apiKeys", (handlers
 export const EndUsersLive = HttpApiBuilder.group(GatewayApi, "endUsers", (handlers) =>
   Effect.gen(function*() {
     const endUsers = yield* EndUsers
+    const limits = yield* RateLimitSettings
     return handlers
       .handle("listEndUsers", ({ path, urlParams }) =>
         requirePlatform(path.platformId).pipe(Effect.zipRight(endUsers.list(path.platformId, urlParams))))
@@ -82,4 +84,13 @@ export const EndUsersLive = HttpApiBuilder.group(GatewayApi, "endUsers", (handle
         ))
       .handle("deleteEndUser", ({ path }) =>
         requirePlatform(path.platformId).pipe(Effect.zipRight(endUsers.remove(path.platformId, path.endUserId))))
+      .handle("putRateLimits", ({ path, payload }) =>
+        requirePlatform(path.platformId).pipe(Effect.zipRight(limits.put(path.platformId, path.endUserId, payload))))
+      .handle("getRateLimits", ({ path }) =>
+        requirePlatform(path.platformId).pipe(
+          Effect.zipRight(endUsers.get(path.platformId, path.endUserId)),
+          Effect.zipRight(limits.effective(path.platformId, path.endUserId))
+        ))
+      .handle("deleteRateLimits", ({ path }) =>
+        requirePlatform(path.platformId).pipe(Effect.zipRight(limits.remove(path.platformId, path.endUserId))))
   }))

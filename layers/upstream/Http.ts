@@ -1,0 +1,155 @@
+// Shared HTTP plumbing for the upstream adapters: a JSON POST over global fetch (undici) with an
+// AbortController tied to Effect interruption, the timeout, and the error classification
+// (connect / timeout / status / protocol) the router's failover relies on.
+import { Duration, Effect, Either, ParseResult, Schema, Stream } from "effect"
+import { UpstreamError } from "./Upstream.js"
+
+export interface PostRequest {
+  readonly url: string
+  readonly headers: Readonly<Record<string, string>>
+  readonly body: unknown
+  readonly timeoutMs: number
+}
+
+const timeoutError = (timeoutMs: number) =>
+  new UpstreamError({ kind: "timeout", message: `upstream did not answer within ${timeoutMs} ms`, retryable: true })
+
+// undici wraps socket/DNS failures as TypeError("fetch failed", { cause: { code } }).
+const describeCause = (error: unknown): string => {
+  const cause = error instanceof Error ? error.cause : undefined
+  const code = typeof cause === "object" && cause !== null && "code" in cause ? String(cause.code) : undefined
+  const message = error instanceof Error ? error.message : String(error)
+  return code === undefined ? message : `${code} (${message})`
+}
+
+export const connectError = (error: unknown, during: string) =>
+  new UpstreamError({ kind: "connect", message: `upstream ${during} failed: ${describeCause(error)}`, retryable: true })
+
+export const protocolError = (message: string) =>
+  new UpstreamError({ kind: "protocol", message: `upstream protocol error: ${message}`, retryable: false })
+
+/** 429 and 5xx (Anthropic's 529 overloaded included) are worth another candidate; other 4xx are the request's fault. */
+export const statusError = (status: number, bodyText: string) =>
+  new UpstreamError({
+    kind: "status",
+    status,
+    message: `upstream answered ${status}: ${errorMessageOf(bodyText)}`,
+    retryable: status === 429 || status >= 500
+  })
+
+// OpenAI, Anthropic and Responses all put the human message at error.message.
+const errorMessageOf = (bodyText: string): string => {
+  try {
+    const parsed: unknown = JSON.parse(bodyText)
+    if (typeof parsed === "object" && parsed !== null && "error" in parsed) {
+      const error: unknown = parsed.error
+      if (typeof error === "string") return error
+      if (typeof error === "object" && error !== null && "message" in error && typeof error.message === "string") {
+        return error.message
+      }
+    }
+  } catch {
+    // not JSON: fall through to the raw text
+  }
+  return bodyText.length === 0 ? "(empty body)" : bodyText.slice(0, 500)
+}
+
+/** Promise -> Effect whose interruption aborts the HTTP exchange behind it. */
+const abortable = <A>(controller: AbortController, run: () => Promise<A>, onError: (e: unknown) => UpstreamError) =>
+  Effect.async<A, UpstreamError>((resume) => {
+    run().then(
+      (a) => resume(Effect.succeed(a)),
+      (e) => resume(Effect.fail(onError(e)))
+    )
+    return Effect.sync(() => controller.abort())
+  })
+
+const send = (req: PostRequest, controller: AbortController) =>
+  abortable(
+    controller,
+    () =>
+      fetch(req.url, {
+        method: "POST",
+        headers: { "content-type": "application/json", ...req.headers },
+        body: JSON.stringify(req.body),
+        signal: controller.signal
+      }),
+    (e) => connectError(e, "request")
+  )
+
+const readText = (response: Response, controller: AbortController) =>
+  abortable(controller, () => response.text(), (e) => connectError(e, "response body"))
+
+const failOnStatus = (response: Response, controller: AbortController) =>
+  response.ok
+    ? Effect.void
+    : readText(response, controller).pipe(
+      Effect.orElseSucceed(() => ""),
+      Effect.flatMap((text) => Effect.fail(statusError(response.status, text)))
+    )
+
+const withTimeout = (timeoutMs: number) =>
+  Effect.timeoutFail({ duration: Duration.millis(timeoutMs), onTimeout: () => timeoutError(timeoutMs) })
+
+/** Non-streaming call: status check and the whole body, all within `timeoutMs`. */
+export const postJson = (req: PostRequest): Effect.Effect<string, UpstreamError> =>
+  Effect.suspend(() => {
+    const controller = new AbortController()
+    return send(req, controller).pipe(
+      Effect.tap((response) => failOnStatus(response, controller)),
+      Effect.flatMap((response) => readText(response, controller)),
+      withTimeout(req.timeoutMs)
+    )
+  })
+
+/**
+ * Streaming call: succeeds once a 2xx status and headers arrived within `timeoutMs` (so the
+ * router can still fail over), with the body as bytes. Ending the byte stream for any reason
+ * (done, failure, interruption) aborts the request; a body that is never run stays open until
+ * the upstream ends it, so callers should run what they get.
+ */
+export const postStream = (req: PostRequest): Effect.Effect<Stream.Stream<Uint8Array, UpstreamError>, UpstreamError> =>
+  Effect.suspend(() => {
+    const controller = new AbortController()
+    return send(req, controller).pipe(
+      Effect.tap((response) => failOnStatus(response, controller)),
+      withTimeout(req.timeoutMs),
+      Effect.flatMap((response) =>
+        response.body === null
+          ? Effect.fail(protocolError("streaming response without a body"))
+          : Effect.succeed(bodyStream(response.body, controller))
+      )
+    )
+  })
+
+const bodyStream = (body: ReadableStream<Uint8Array>, controller: AbortController) =>
+  Stream.fromReadableStream({ evaluate: () => body, onError: (e) => connectError(e, "stream") }).pipe(
+    Stream.ensuring(Effect.sync(() => controller.abort()))
+  )
+
+/** Decodes a JSON text with a wire schema; any mismatch is a (non-retryable) protocol error. */
+export const jsonDecoder = <A, I>(schema: Schema.Schema<A, I, never>, what: string) => {
+  const decode = Schema.decodeUnknownEither(Schema.parseJson(schema))
+  return (text: string): Either.Either<A, UpstreamError> =>
+    Either.mapLeft(decode(text), (e) =>
+      protocolError(`unexpected ${what}: ${ParseResult.TreeFormatter.formatErrorSync(e).slice(0, 300)}`))
+}
+
+// Propagated headers never carry credentials or framing: those are the adapter's alone.
+const reserved = new Set(["authorization", "x-api-key", "content-type", "content-length", "host", "connection"])
+
+/** Extra headers (e.g. traceparent) lower-cased, minus reserved ones, then the adapter's own. */
+export const mergeHeaders = (
+  extra: Readonly<Record<string, string>> | undefined,
+  own: Readonly<Record<string, string>>
+): Record<string, string> => {
+  const out: Record<string, string> = {}
+  for (const [name, value] of Object.entries(extra ?? {})) {
+    const key = name.toLowerCase()
+    if (!reserved.has(key)) out[key] = value
+  }
+  return { ...out, ...own }
+}
+
+/** Strips a trailing slash so `${baseUrl}/path` never doubles it. */
+export const joinUrl = (baseUrl: string, path: string) => `${baseUrl.replace(/\/+$/, "")}${path}`

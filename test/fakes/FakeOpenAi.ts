@@ -1,0 +1,311 @@
+// A fake OpenAI Chat Completions upstream (a real node:http server on 127.0.0.1), plus the
+// protocol-independent core the other fakes (Anthropic, Responses) reuse: recording, scripted
+// failures, hangs, mid-stream drops, per-chunk delays and the reply/tool-call decision.
+import { createServer, type IncomingHttpHeaders, type ServerResponse } from "node:http"
+import type { AddressInfo } from "node:net"
+
+// ---- shared core ----------------------------------------------------------------------------
+
+export interface FakeRequest {
+  readonly path: string
+  readonly headers: IncomingHttpHeaders
+  readonly body: any
+  /** The client closed the connection before the fake finished answering (abort/timeout). */
+  clientClosed: boolean
+}
+
+export interface FakeBehavior {
+  /** Text answer (default "Hello from the fake upstream"); streamed one word per content chunk. */
+  readonly reply?: string
+  /** Arguments of the scripted tool call; default `{"city":"Paris"}`. */
+  readonly toolArguments?: string
+  /** Answer `status` (with a provider-shaped error body) to the next `times` requests. */
+  readonly fail?: { readonly status: number; readonly times: number; readonly message?: string }
+  /** Accept the request and never answer (the client must time out). */
+  readonly hang?: boolean
+  /** Streams only: send this many content chunks, then destroy the socket (no finish, no usage). */
+  readonly dropAfterChunks?: number
+  /** Streams only: send this many content chunks, then the provider's in-stream error event, then end. */
+  readonly streamErrorAfterChunks?: number
+  /** Streams only: pause before each content chunk. */
+  readonly chunkDelayMs?: number
+  /** Pause before the status line (slow but not hung). */
+  readonly responseDelayMs?: number
+}
+
+/** What the last turn asks for, read from the provider's own request shape. */
+export interface Conversation {
+  readonly messageCount: number
+  /** Set when the last message is a tool result: the fake answers "done: <result>". */
+  readonly toolResult: string | undefined
+  readonly lastIsUser: boolean
+  readonly firstToolName: string | undefined
+  readonly json: boolean
+  readonly stream: boolean
+  readonly model: string
+}
+
+export type Plan =
+  | { readonly kind: "text"; readonly text: string; readonly pieces: ReadonlyArray<string> }
+  | {
+    readonly kind: "tool"
+    readonly callId: string
+    readonly name: string
+    readonly arguments: string
+    readonly pieces: ReadonlyArray<string>
+  }
+
+/** The usage every fake reports: prompt = messages x 10, completion = content chunks sent in full. */
+export interface FakeUsage {
+  readonly prompt: number
+  readonly completion: number
+}
+
+/** SSE frames of a stream: content frames are what `dropAfterChunks` and `chunkDelayMs` count. */
+export interface Frames {
+  readonly head: ReadonlyArray<string>
+  readonly content: ReadonlyArray<string>
+  readonly tail: ReadonlyArray<string>
+}
+
+export interface FakeProtocol {
+  readonly path: string
+  readonly conversation: (body: any) => Conversation
+  readonly json: (plan: Plan, usage: FakeUsage, c: Conversation, n: number) => unknown
+  readonly frames: (plan: Plan, usage: FakeUsage, c: Conversation, n: number, body: any) => Frames
+  readonly errorBody: (status: number, message: string) => unknown
+  /** The SSE frame a provider sends when it fails after the stream started. */
+  readonly streamError: (message: string) => string
+}
+
+export interface FakeUpstream {
+  /** Base URL including /v1, as a provider's base_url. */
+  readonly url: string
+  readonly requests: Array<FakeRequest>
+  /** Replaces the behaviour (and restarts the `fail.times` count). */
+  readonly setBehavior: (behavior: FakeBehavior) => void
+  /** Default behaviour and no recorded requests. */
+  readonly reset: () => void
+  readonly waitFor: (predicate: (fake: FakeUpstream) => boolean, timeoutMs?: number) => Promise<void>
+  readonly close: () => Promise<void>
+}
+
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))
+
+/** Word pieces that keep their leading whitespace, so they concatenate back to the text. */
+export const splitWords = (text: string): ReadonlyArray<string> => text.match(/\s*\S+(\s+$)?/g) ?? []
+
+export const sse = (data: unknown, event?: string) =>
+  `${event === undefined ? "" : `event: ${event}\n`}data: ${typeof data === "string" ? data : JSON.stringify(data)}\n\n`
+
+const planFor = (c: Conversation, behavior: FakeBehavior, n: number): Plan => {
+  if (c.toolResult !== undefined) {
+    const text = `done: ${c.toolResult}`
+    return { kind: "text", text, pieces: splitWords(text) }
+  }
+  if (c.firstToolName !== undefined && c.lastIsUser) {
+    const args = behavior.toolArguments ?? `{"city":"Paris"}`
+    const half = Math.ceil(args.length / 2)
+    return { kind: "tool", callId: `call_fake_${n}`, name: c.firstToolName, arguments: args, pieces: [args.slice(0, half), args.slice(half)] }
+  }
+  const reply = behavior.reply ?? "Hello from the fake upstream"
+  const text = c.json ? JSON.stringify({ reply }) : reply
+  return { kind: "text", text, pieces: splitWords(text) }
+}
+
+const readBody = (req: import("node:http").IncomingMessage) =>
+  new Promise<string>((resolve, reject) => {
+    const chunks: Array<Buffer> = []
+    req.on("data", (c: Buffer) => chunks.push(c))
+    req.on("end", () => resolve(Buffer.concat(chunks).toString("utf8")))
+    req.on("error", reject)
+  })
+
+const sendJson = (res: ServerResponse, status: number, body: unknown) => {
+  res.writeHead(status, { "content-type": "application/json" })
+  res.end(JSON.stringify(body))
+}
+
+export const startFake = async (protocol: FakeProtocol): Promise<FakeUpstream> => {
+  let behavior: FakeBehavior = {}
+  let failuresLeft = 0
+  let counter = 0
+
+  const streamFrames = async (res: ServerResponse, frames: Frames, drop: () => void) => {
+    res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache" })
+    res.flushHeaders()
+    for (const f of frames.head) res.write(f)
+    const limit = behavior.dropAfterChunks ?? behavior.streamErrorAfterChunks
+    for (const [i, f] of frames.content.entries()) {
+      if (limit !== undefined && i >= limit) break
+      if (behavior.chunkDelayMs !== undefined) await sleep(behavior.chunkDelayMs)
+      if (res.destroyed) return
+      res.write(f)
+    }
+    if (behavior.streamErrorAfterChunks !== undefined) {
+      res.end(protocol.streamError("scripted stream failure"))
+      return
+    }
+    if (limit !== undefined) {
+      // Let the client read what was sent (an errored web stream discards unread chunks).
+      await sleep(50)
+      drop()
+      return
+    }
+    for (const f of frames.tail) res.write(f)
+    res.end()
+  }
+
+  const handle = async (body: any, res: ServerResponse, record: FakeRequest) => {
+    const n = ++counter
+    if (behavior.responseDelayMs !== undefined) await sleep(behavior.responseDelayMs)
+    if (failuresLeft > 0 && behavior.fail !== undefined) {
+      failuresLeft--
+      return sendJson(res, behavior.fail.status, protocol.errorBody(behavior.fail.status, behavior.fail.message ?? "scripted failure"))
+    }
+    if (behavior.hang) return // never answer; close() or the client ends it
+    const c = protocol.conversation(body)
+    const plan = planFor(c, behavior, n)
+    const usage: FakeUsage = { prompt: c.messageCount * 10, completion: plan.pieces.length }
+    if (!c.stream) {
+      if (behavior.dropAfterChunks !== undefined) return res.socket?.destroy()
+      return sendJson(res, 200, protocol.json(plan, usage, c, n))
+    }
+    let dropped = false
+    res.on("close", () => {
+      if (!res.writableFinished && !dropped) record.clientClosed = true
+    })
+    await streamFrames(res, protocol.frames(plan, usage, c, n, body), () => {
+      dropped = true
+      res.socket?.destroy()
+    })
+  }
+
+  const server = createServer((req, res) => {
+    readBody(req).then((raw) => {
+      const path = req.url ?? "/"
+      let body: any
+      try {
+        body = raw === "" ? undefined : JSON.parse(raw)
+      } catch {
+        return sendJson(res, 400, protocol.errorBody(400, "invalid JSON body"))
+      }
+      const record: FakeRequest = { path, headers: req.headers, body, clientClosed: false }
+      fake.requests.push(record)
+      res.on("close", () => {
+        if (!res.writableFinished && !res.headersSent) record.clientClosed = true
+      })
+      if (req.method !== "POST" || path !== protocol.path) {
+        return sendJson(res, 404, protocol.errorBody(404, `no route ${req.method} ${path}`))
+      }
+      return handle(body, res, record)
+    }).catch(() => res.destroy())
+  })
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", () => resolve()))
+  const port = (server.address() as AddressInfo).port
+
+  const fake: FakeUpstream = {
+    url: `http://127.0.0.1:${port}/v1`,
+    requests: [],
+    setBehavior: (b) => {
+      behavior = b
+      failuresLeft = b.fail?.times ?? 0
+    },
+    reset: () => {
+      behavior = {}
+      failuresLeft = 0
+      fake.requests.length = 0
+    },
+    waitFor: async (predicate, timeoutMs = 5_000) => {
+      const deadline = Date.now() + timeoutMs
+      while (!predicate(fake)) {
+        if (Date.now() > deadline) throw new Error(`fake upstream: condition not met within ${timeoutMs} ms`)
+        await sleep(10)
+      }
+    },
+    close: () =>
+      new Promise((resolve) => {
+        server.closeAllConnections()
+        server.close(() => resolve())
+      })
+  }
+  return fake
+}
+
+// ---- OpenAI chat completions ---------------------------------------------------------------
+
+const textOf = (content: any): string =>
+  typeof content === "string"
+    ? content
+    : Array.isArray(content)
+    ? content.map((p: any) => (typeof p?.text === "string" ? p.text : typeof p?.content === "string" ? p.content : "")).join("")
+    : ""
+
+const created = () => Math.floor(Date.now() / 1000)
+
+const openAiUsage = (u: FakeUsage) => ({
+  prompt_tokens: u.prompt,
+  completion_tokens: u.completion,
+  total_tokens: u.prompt + u.completion
+})
+
+const openAiProtocol: FakeProtocol = {
+  path: "/v1/chat/completions",
+  conversation: (body) => {
+    const messages: Array<any> = body?.messages ?? []
+    const last = messages[messages.length - 1]
+    return {
+      messageCount: messages.length,
+      toolResult: last?.role === "tool" ? textOf(last.content) : undefined,
+      lastIsUser: last?.role === "user",
+      firstToolName: body?.tools?.[0]?.function?.name,
+      json: body?.response_format?.type === "json_object",
+      stream: body?.stream === true,
+      model: String(body?.model)
+    }
+  },
+  json: (plan, usage, c, n) => ({
+    id: `chatcmpl-fake-${n}`,
+    object: "chat.completion",
+    created: created(),
+    model: c.model,
+    system_fingerprint: "fp_fake",
+    choices: [{
+      index: 0,
+      message: plan.kind === "text"
+        ? { role: "assistant", content: plan.text, refusal: null }
+        : {
+          role: "assistant",
+          content: null,
+          refusal: null,
+          tool_calls: [{ id: plan.callId, type: "function", function: { name: plan.name, arguments: plan.arguments } }]
+        },
+      logprobs: null,
+      finish_reason: plan.kind === "text" ? "stop" : "tool_calls"
+    }],
+    usage: openAiUsage(usage)
+  }),
+  frames: (plan, usage, c, n, body) => {
+    const base = { id: `chatcmpl-fake-${n}`, object: "chat.completion.chunk", created: created(), model: c.model, system_fingerprint: "fp_fake" }
+    const choice = (delta: unknown, finish: string | null = null) =>
+      sse({ ...base, choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }] })
+    const head = [choice({ role: "assistant", content: "", refusal: null })]
+    if (plan.kind === "tool") {
+      head.push(choice({ tool_calls: [{ index: 0, id: plan.callId, type: "function", function: { name: plan.name, arguments: "" } }] }))
+    }
+    const content = plan.kind === "text"
+      ? plan.pieces.map((p) => choice({ content: p }))
+      : plan.pieces.map((p) => choice({ tool_calls: [{ index: 0, function: { arguments: p } }] }))
+    const tail = [choice({}, plan.kind === "text" ? "stop" : "tool_calls")]
+    if (body?.stream_options?.include_usage === true) tail.push(sse({ ...base, choices: [], usage: openAiUsage(usage) }))
+    tail.push(sse("[DONE]"))
+    return { head, content, tail }
+  },
+  errorBody: (status, message) => ({
+    error: { message, type: status >= 500 ? "server_error" : "invalid_request_error", param: null, code: null }
+  }),
+  streamError: (message) => sse({ error: { message, type: "server_error", param: null, code: null } })
+}
+
+/** Starts a fake OpenAI upstream: POST {url}/chat/completions, JSON or SSE. */
+export const startFakeOpenAi = (): Promise<FakeUpstream> => startFake(openAiProtocol)
