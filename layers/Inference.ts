@@ -2,7 +2,7 @@
 // spec's order as a typed error channel (none reaches the upstream), then routing with failover,
 // then settlement in one transaction: budget debit row, platform wallet debit, inference log.
 import { PgClient } from "@effect/sql-pg"
-import { BigDecimal, Clock, Effect, Option, Stream } from "effect"
+import { BigDecimal, Clock, Config, Effect, Option, Stream } from "effect"
 import { randomUUID } from "node:crypto"
 import type { ChatChunk, ChatCompletion, ChatRequest, Usage } from "../schemas/Chat.js"
 import {
@@ -27,7 +27,6 @@ export type Caller = PlatformPrincipal | EndUserPrincipal
 
 /** Cap assumed for the estimate when the request sets no max_tokens. */
 const DEFAULT_MAX_TOKENS = 4096
-const ATTEMPT_TIMEOUT_MS = 60_000
 const MTOK = BigDecimal.make(1_000_000n, 0)
 
 export type PreflightError = Forbidden | NotFound | ValidationError | RateLimitExceeded | PaymentRequired
@@ -71,6 +70,8 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
     const limiter = yield* RateLimiter
     const adapters = yield* UpstreamAdapters
     const limitSettings = yield* RateLimitSettings
+    // Per upstream attempt, until the answer (or the stream's headers) arrives.
+    const attemptTimeoutMs = yield* Config.integer("GATEWAY_UPSTREAM_TIMEOUT_MS").pipe(Config.withDefault(60_000))
 
     /** The five checks, in order: model, rate limit, suspension, budget, wallet. */
     const admit = (caller: Caller, request: ChatRequest) =>
@@ -198,7 +199,7 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
       apiKey: candidate.apiKey,
       providerModelId: candidate.providerModelId,
       request: admitted.request,
-      timeoutMs: ATTEMPT_TIMEOUT_MS
+      timeoutMs: attemptTimeoutMs
     })
 
     /** Non-streaming: route with failover, settle with the reported usage. */
