@@ -207,7 +207,7 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
       Effect.gen(function*() {
         const { value, candidate } = yield* router.route(admitted.candidates, (c) => adapters.get(c.kind).complete(callFor(admitted, c)))
         yield* settle(admitted, { candidate, usage: value.usage, method: "reported", status: "success", errorMessage: null })
-        return { ...value, id: value.id, model: admitted.request.model }
+        return { ...value, id: admitted.requestId, model: admitted.request.model }
       })
 
     /**

@@ -1,12 +1,16 @@
 // Demo mode (GATEWAY_DEMO, on by default with the embedded database): a demo platform with an
-// end user, whose raw keys are kept in the data dir so every start can print them again.
+// end user, the offline `mock` provider with model `mock-echo`, and a prepaid wallet. The raw
+// keys are kept in the data dir so every start can print them again.
 import { SqlClient } from "@effect/sql"
-import { Config, Effect, Option, Schema } from "effect"
+import { BigDecimal, Config, Effect, Option, Schema } from "effect"
 import { existsSync, readFileSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
 import { dataDir } from "../layers/EmbeddedPostgres.js"
 import { EndUsers } from "../layers/EndUsers.js"
 import { hashKey } from "../layers/KeyFormat.js"
+import { ModelCatalog } from "../layers/ModelCatalog.js"
+import { PlatformWallet } from "../layers/PlatformWallet.js"
+import { ProviderKeys } from "../layers/ProviderKeys.js"
 import { Platforms } from "../layers/Platforms.js"
 
 const DemoFile = Schema.Struct({ platform_id: Schema.String, platform_key: Schema.String, end_user_key: Schema.String })
@@ -17,12 +21,31 @@ export const demoEnabled = Effect.gen(function*() {
   return yield* Config.boolean("GATEWAY_DEMO").pipe(Config.withDefault(Option.isNone(databaseUrl)))
 })
 
+/** The offline `mock` provider and its model `mock-echo` (idempotent: upserts). */
+const seedMockModel = Effect.gen(function*() {
+  const catalog = yield* ModelCatalog
+  yield* catalog.upsertProvider({ slug: "mock", kind: "mock", base_url: "http://mock.invalid" })
+  yield* catalog.upsertModel({
+    slug: "mock-echo",
+    providers: [{
+      provider: "mock",
+      provider_model_id: "mock-echo-1",
+      priority: 0,
+      weight: 1,
+      enabled: true,
+      input_usd_per_mtok: BigDecimal.unsafeFromString("0.5"),
+      output_usd_per_mtok: BigDecimal.unsafeFromString("1.5")
+    }]
+  })
+})
+
 /** Returns the demo keys, creating the demo platform and user when they are missing. */
 export const seedDemo = Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
   const platforms = yield* Platforms
   const endUsers = yield* EndUsers
   const file = join(yield* dataDir, "demo-keys.json")
+  yield* seedMockModel
 
   if (existsSync(file)) {
     const saved = yield* Schema.decodeUnknown(Schema.parseJson(DemoFile))(readFileSync(file, "utf8")).pipe(Effect.option)
@@ -40,6 +63,9 @@ export const seedDemo = Effect.gen(function*() {
     { external_id: "demo-user", display_name: "Demo user" },
     { type: "platform_key", keyId: created.api_key.id }
   )
+  // The demo platform may use the mock provider and has a prepaid wallet to spend.
+  yield* (yield* ProviderKeys).put(created.platform.id, "mock", "mock-key")
+  yield* (yield* PlatformWallet).topup(created.platform.id, BigDecimal.unsafeFromString("100"), "demo credit")
   const keys: DemoKeys = {
     platform_id: created.platform.id,
     platform_key: created.api_key.raw_key,

@@ -31,7 +31,8 @@ const report = Effect.gen(function*() {
         `  platform key:  ${demo.platform_key}`,
         `  end-user key:  ${demo.end_user_key}`,
         "Try:",
-        `  curl -s ${apiUrl}/v1/platforms/${demo.platform_id}/end-users -H "Authorization: Bearer ${demo.platform_key}"`,
+        `  curl -s ${apiUrl}/v1/chat/completions -H "Authorization: Bearer ${demo.end_user_key}" \\`,
+        `    -H "content-type: application/json" -d '{"model":"mock-echo","messages":[{"role":"user","content":"hello"}]}'`,
         ""
       ].join("\n")
     )
