@@ -3,13 +3,22 @@
 // a refusal), and exact settlement across ledger, wallet and logs under concurrency.
 import OpenAI from "openai"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { type FakeUpstream, startFakeOpenAi } from "./fakes/FakeOpenAi.js"
 import { createEndUser, createPlatform, type Gateway, startGateway } from "./support/Gateway.js"
 
 let gw: Gateway
+/** A real HTTP upstream for the refusal tests: it must never see a request. */
+let upstream: FakeUpstream
 beforeAll(async () => {
+  upstream = await startFakeOpenAi()
   gw = await startGateway()
   const admin = (path: string, body: unknown) => gw.call("POST", path, { key: gw.adminKey, body })
   await admin("/v1/admin/providers", { slug: "mock", kind: "mock", base_url: "http://mock.invalid" })
+  await admin("/v1/admin/providers", { slug: "fake", kind: "openai", base_url: upstream.url })
+  await admin("/v1/admin/models", {
+    slug: "fake-model",
+    providers: [{ provider: "fake", provider_model_id: "fake-1", input_usd_per_mtok: 1, output_usd_per_mtok: 2 }]
+  })
   // 1 USD per million prompt tokens, 2 USD per million completion tokens.
   await admin("/v1/admin/models", {
     slug: "mock-echo",
@@ -18,6 +27,7 @@ beforeAll(async () => {
 })
 afterAll(async () => {
   await gw?.close()
+  await upstream?.close()
 })
 
 interface Tenant {
@@ -31,6 +41,7 @@ interface Tenant {
 const tenant = async (options: { wallet?: number; budget?: Record<string, unknown> | null } = {}): Promise<Tenant> => {
   const { platformId, platformKey } = await createPlatform(gw)
   await gw.call("PUT", `/v1/platforms/${platformId}/provider-keys/mock`, { key: platformKey, body: { api_key: "mock-key" } })
+  await gw.call("PUT", `/v1/platforms/${platformId}/provider-keys/fake`, { key: platformKey, body: { api_key: "fake-key" } })
   if ((options.wallet ?? 10) > 0) {
     await gw.call("POST", `/v1/admin/platforms/${platformId}/platform-wallet/topup`, { key: gw.adminKey, body: { amount_usd: options.wallet ?? 10 } })
   }
@@ -137,13 +148,16 @@ describe("chat completions with the openai SDK", () => {
 })
 
 describe("pre-flight checks", () => {
+  // Refusals go to the real HTTP fake, which must see no request at all.
   const ask = (t: Tenant, extra: Record<string, unknown> = {}) =>
     gw.call("POST", "/v1/chat/completions", {
       key: t.endUserKey,
-      body: { model: "mock-echo", messages: [{ role: "user", content: "hi" }], ...extra }
+      body: { model: "fake-model", messages: [{ role: "user", content: "hi" }], ...extra }
     })
+  const upstreamUntouched = () => expect(upstream.requests).toHaveLength(0)
 
   it("1. unknown model: 404 model_not_found; no inference scope: 403 insufficient_scope", async () => {
+    upstream.reset()
     const t = await tenant()
     const res = await ask(t, { model: "no-such-model" })
     expect(res.status).toBe(404)
@@ -156,9 +170,11 @@ describe("pre-flight checks", () => {
     expect(noScope.status).toBe(403)
     expect(noScope.body.error.code).toBe("insufficient_scope")
     expect(await money(t)).toMatchObject({ logs: 0, debits: 0, wallet: "10" })
+    upstreamUntouched()
   })
 
   it("2. rate limit: 429 with retry-after, before suspension (order)", async () => {
+    upstream.reset()
     const t = await tenant()
     await gw.call("PATCH", `/v1/platforms/${t.platformId}`, { key: t.platformKey, body: { settings: { default_rate_limits: { rpm_limit: 1 } } } })
     const first = await ask(t)
@@ -170,36 +186,44 @@ describe("pre-flight checks", () => {
     expect(second.status).toBe(429)
     expect(second.body.error.code).toBe("rate_limit_exceeded")
     expect(Number(second.headers.get("retry-after"))).toBeGreaterThan(0)
+    expect(upstream.requests).toHaveLength(1) // only the admitted call
     expect((await money(t)).logs).toBe(1)
   })
 
   it("3. suspended budget: 402 budget_suspended", async () => {
+    upstream.reset()
     const t = await tenant()
     await gw.call("PATCH", `/v1/platforms/${t.platformId}/end-users/${t.endUserId}/budget`, { key: t.platformKey, body: { is_suspended: true } })
     const res = await ask(t)
     expect(res.status).toBe(402)
     expect(res.body.error).toMatchObject({ code: "budget_suspended", type: "insufficient_quota" })
     expect(await money(t)).toMatchObject({ logs: 0, debits: 0, used: "0", wallet: "10" })
+    upstreamUntouched()
   })
 
   it("4. exhausted budget: 402 budget_exhausted", async () => {
+    upstream.reset()
     const t = await tenant({ budget: { max_usd: 1 } })
     await gw.call("POST", `/v1/platforms/${t.platformId}/end-users/${t.endUserId}/budget/debit`, { key: t.platformKey, body: { amount_usd: 1 } })
     const res = await ask(t)
     expect(res.status).toBe(402)
     expect(res.body.error).toMatchObject({ code: "budget_exhausted", param: "usd_ledger" })
     expect(await money(t)).toMatchObject({ logs: 0, debits: 1, used: "1", wallet: "10" })
+    upstreamUntouched()
   })
 
   it("5. platform wallet below the estimate: 402 wallet_insufficient", async () => {
+    upstream.reset()
     const t = await tenant({ wallet: 0 })
     const res = await ask(t, { max_tokens: 100 })
     expect(res.status).toBe(402)
     expect(res.body.error.code).toBe("wallet_insufficient")
     expect(await money(t)).toMatchObject({ logs: 0, debits: 0 })
+    upstreamUntouched()
   })
 
   it("mcp tools are 422 unsupported_tool_type; bad parameters are 422 naming the field", async () => {
+    upstream.reset()
     const t = await tenant()
     const mcp = await ask(t, { tools: [{ type: "mcp", server_label: "github", server_url: "http://x/mcp/github" }] })
     expect(mcp.status).toBe(422)
@@ -215,6 +239,7 @@ describe("pre-flight checks", () => {
       expect(String(res.body.error.param)).toContain(param)
     }
     expect(await money(t)).toMatchObject({ logs: 0, debits: 0 })
+    upstreamUntouched()
   })
 
   it("a platform key may call inference: wallet only, no budget row", async () => {
