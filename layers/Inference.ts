@@ -24,6 +24,7 @@ import { countPromptTokens, countTextTokens } from "./Tokenizer.js"
 import { UpstreamAdapters } from "./upstream/Adapters.js"
 
 export type Caller = PlatformPrincipal | EndUserPrincipal
+export type RequestType = "chat.completion" | "response"
 
 /** Cap assumed for the estimate when the request sets no max_tokens. */
 const DEFAULT_MAX_TOKENS = 4096
@@ -34,6 +35,8 @@ export type PreflightError = Forbidden | NotFound | ValidationError | RateLimitE
 /** Everything settlement needs, fixed at admission. */
 export interface Admitted {
   readonly requestId: string
+  /** The log row's request_type: `chat.completion` or `response`. */
+  readonly requestType: RequestType
   readonly caller: Caller
   readonly request: ChatRequest
   readonly candidates: ReadonlyArray<Candidate>
@@ -74,7 +77,7 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
     const attemptTimeoutMs = yield* Config.integer("GATEWAY_UPSTREAM_TIMEOUT_MS").pipe(Config.withDefault(60_000))
 
     /** The five checks, in order: model, rate limit, suspension, budget, wallet. */
-    const admit = (caller: Caller, request: ChatRequest) =>
+    const admit = (caller: Caller, request: ChatRequest, requestType: RequestType = "chat.completion") =>
       Effect.gen(function*() {
         const startedAt = yield* Clock.currentTimeMillis
         // 1. Model validation.
@@ -135,7 +138,8 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
           })
         }
         const admitted: Admitted = {
-          requestId: `chatcmpl-${randomUUID().replaceAll("-", "")}`,
+          requestId: `${requestType === "response" ? "resp_" : "chatcmpl-"}${randomUUID().replaceAll("-", "")}`,
+          requestType,
           caller,
           request,
           candidates: orderCandidates(candidates),
@@ -178,7 +182,7 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
           yield* sql`INSERT INTO inference_logs (platform_id, end_user_id, request_type, provider_id, model_id, model_slug,
               provider_model_id, prompt_tokens, completion_tokens, total_tokens, latency_ms, estimated_cost_usd, status,
               error_message, token_count_method, billing_status, metadata, created_at)
-            VALUES (${caller.platformId}, ${caller._tag === "EndUserKey" ? caller.endUserId : null}, 'chat.completion',
+            VALUES (${caller.platformId}, ${caller._tag === "EndUserKey" ? caller.endUserId : null}, ${admitted.requestType},
               ${outcome.candidate.providerId}, ${outcome.candidate.modelId}, ${admitted.request.model},
               ${outcome.candidate.providerModelId}, ${outcome.usage.prompt_tokens}, ${outcome.usage.completion_tokens},
               ${outcome.usage.total_tokens}, ${Math.max(0, now.getTime() - admitted.startedAt)}, ${sqlDec(cost)},

@@ -4,10 +4,12 @@ import foundation from "./0001_foundation.js"
 import ledger from "./0002_ledger.js"
 import webhooks from "./0003_webhooks.js"
 import inference from "./0004_inference.js"
+import responses from "./0005_responses.js"
 
 export const migrations = Migrator.fromRecord({
   "0001_foundation": foundation,
   "0002_ledger": ledger,
   "0003_webhooks": webhooks,
-  "0004_inference": inference
+  "0004_inference": inference,
+  "0005_responses": responses
 })

@@ -16,6 +16,7 @@ import { PlatformWallet } from "../layers/PlatformWallet.js"
 import { Platforms } from "../layers/Platforms.js"
 import { ProviderKeys } from "../layers/ProviderKeys.js"
 import { ProviderRouter } from "../layers/ProviderRouter.js"
+import { Responses } from "../layers/Responses.js"
 import { RateLimiter } from "../layers/RateLimiter.js"
 import { RateLimitSettings } from "../layers/RateLimitSettings.js"
 import { UpstreamAdapters } from "../layers/upstream/Adapters.js"
@@ -28,7 +29,8 @@ import { TracingLive } from "./Tracing.js"
 export type Role = "all" | "api" | "tools"
 
 /** Domain services over a SqlClient; tests swap pieces of this. */
-export const ServicesLive = Layer.mergeAll(Platforms.Default, EndUsers.Default, Inference.Default).pipe(
+export const ServicesLive = Layer.mergeAll(Platforms.Default, EndUsers.Default, Responses.Default).pipe(
+  Layer.provideMerge(Inference.Default),
   Layer.provideMerge(Layer.mergeAll(ProviderRouter.Default, RateLimiter.layerFromConfig, UpstreamAdapters.layer, RateLimitSettings.Default)),
   Layer.provideMerge(Layer.mergeAll(ApiKeys.Default, BudgetLedger.Default, Idempotency.Default)),
   Layer.provideMerge(Layer.mergeAll(ModelCatalog.Default, ProviderKeys.Default, PlatformWallet.Default, InferenceLogs.Default)),

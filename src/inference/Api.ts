@@ -1,8 +1,9 @@
-// Runtime endpoints callable with platform or end-user keys: the model list and chat
-// completions (JSON or SSE).
+// Runtime endpoints callable with platform or end-user keys: the model list, chat completions
+// and responses (JSON or SSE), and the caller's own rate limits.
 import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
 import { EffectiveRateLimits, ModelList } from "../../schemas/Catalog.js"
 import { ChatCompletion, ChatRequestBody } from "../../schemas/Chat.js"
+import { ResponseObject, ResponsesRequest } from "../../schemas/Responses.js"
 import { BadGateway, GatewayTimeout, PaymentRequired, RateLimited } from "../../schemas/Errors.js"
 import { Authentication } from "../http/Authentication.js"
 
@@ -13,6 +14,15 @@ export class InferenceGroup extends HttpApiGroup.make("inference")
     HttpApiEndpoint.post("createChatCompletion", "/chat/completions")
       .setPayload(ChatRequestBody)
       .addSuccess(ChatCompletion)
+      .addError(PaymentRequired.Http)
+      .addError(RateLimited.Http)
+      .addError(BadGateway.Http)
+      .addError(GatewayTimeout.Http)
+  )
+  .add(
+    HttpApiEndpoint.post("createResponse", "/responses")
+      .setPayload(ResponsesRequest)
+      .addSuccess(ResponseObject)
       .addError(PaymentRequired.Http)
       .addError(RateLimited.Http)
       .addError(BadGateway.Http)

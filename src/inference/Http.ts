@@ -5,7 +5,8 @@ import { Inference } from "../../layers/Inference.js"
 import { CurrentPrincipal } from "../../layers/KeyAuth.js"
 import { ModelCatalog } from "../../layers/ModelCatalog.js"
 import { RateLimitSettings } from "../../layers/RateLimitSettings.js"
-import type { RateLimitState } from "../../layers/RateLimiter.js"
+import type { RateLimitExceeded, RateLimitState } from "../../layers/RateLimiter.js"
+import { Responses } from "../../layers/Responses.js"
 import type { ChatRequest } from "../../schemas/Chat.js"
 import { Forbidden, RateLimited, ValidationError } from "../../schemas/Errors.js"
 import { requireEndUser } from "../http/Access.js"
@@ -43,10 +44,22 @@ const withHeaders = (headers: Record<string, string>) =>
     ? Effect.void
     : HttpApp.appendPreResponseHandler((_req, res) => Effect.succeed(HttpServerResponse.setHeaders(res, headers)))
 
+/** A refused admission: 429 with retry-after and the limit headers. */
+const rateLimited = (e: RateLimitExceeded) =>
+  withHeaders(rateLimitHeaders(e.state, e.retryAfterMs)).pipe(
+    Effect.zipRight(Effect.fail(new RateLimited({
+      code: "rate_limit_exceeded",
+      message: `Rate limit exceeded (${e.limit}); retry after ${Math.ceil(e.retryAfterMs / 1000)} s`
+    })))
+  )
+
+const sseHeaders = { "cache-control": "no-cache", "x-accel-buffering": "no" }
+
 export const InferenceLive = HttpApiBuilder.group(GatewayApi, "inference", (handlers) =>
   Effect.gen(function*() {
     const catalog = yield* ModelCatalog
     const inference = yield* Inference
+    const responses = yield* Responses
     const limits = yield* RateLimitSettings
     return handlers
       .handle("getMyRateLimits", () =>
@@ -77,13 +90,7 @@ export const InferenceLive = HttpApiBuilder.group(GatewayApi, "inference", (hand
             })
           }
           const admitted = yield* inference.admit(caller, payload as ChatRequest).pipe(
-            Effect.catchTag("RateLimitExceeded", (e) =>
-              withHeaders(rateLimitHeaders(e.state, e.retryAfterMs)).pipe(
-                Effect.zipRight(Effect.fail(new RateLimited({
-                  code: "rate_limit_exceeded",
-                  message: `Rate limit exceeded (${e.limit}); retry after ${Math.ceil(e.retryAfterMs / 1000)} s`
-                })))
-              ))
+            Effect.catchTag("RateLimitExceeded", rateLimited)
           )
           yield* withHeaders(rateLimitHeaders(admitted.rateLimit))
           if (payload.stream !== true) return yield* inference.complete(admitted)
@@ -94,9 +101,26 @@ export const InferenceLive = HttpApiBuilder.group(GatewayApi, "inference", (hand
             Stream.concat(Stream.suspend(() => dropped() ? Stream.empty : Stream.make("data: [DONE]\n\n"))),
             Stream.encodeText
           )
-          return HttpServerResponse.stream(sse, {
-            contentType: "text/event-stream",
-            headers: { "cache-control": "no-cache", "x-accel-buffering": "no" }
-          })
+          return HttpServerResponse.stream(sse, { contentType: "text/event-stream", headers: sseHeaders })
+        }))
+      .handle("createResponse", ({ payload }) =>
+        Effect.gen(function*() {
+          const caller = yield* runtimePrincipal
+          if (payload.stream !== true) {
+            const { admitted, response } = yield* responses.create(caller, payload).pipe(
+              Effect.catchTag("RateLimitExceeded", rateLimited)
+            )
+            yield* withHeaders(rateLimitHeaders(admitted.rateLimit))
+            return response
+          }
+          const { admitted, events } = yield* responses.stream(caller, payload).pipe(
+            Effect.catchTag("RateLimitExceeded", rateLimited)
+          )
+          yield* withHeaders(rateLimitHeaders(admitted.rateLimit))
+          const sse = events.pipe(
+            Stream.map((e) => `event: ${e.type}\ndata: ${JSON.stringify(e)}\n\n`),
+            Stream.encodeText
+          )
+          return HttpServerResponse.stream(sse, { contentType: "text/event-stream", headers: sseHeaders })
         }))
   }))

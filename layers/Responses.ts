@@ -1,0 +1,344 @@
+// Responses: the Responses API on top of the shared inference pipeline (same five checks, same
+// settlement, log rows of type `response`). Input items and stored chains become chat messages;
+// the answer becomes output items; every response is stored per end user.
+import { PgClient } from "@effect/sql-pg"
+import { Clock, Effect, Stream } from "effect"
+import { randomUUID } from "node:crypto"
+import type { ChatChunk, ChatCompletion, ChatMessage, ChatRequest, ToolCall, Usage } from "../schemas/Chat.js"
+import { NotFound, ValidationError } from "../schemas/Errors.js"
+import type { InputItem, OutputItem, ResponseObject, ResponsesRequest } from "../schemas/Responses.js"
+import { type Caller, Inference } from "./Inference.js"
+
+interface StoredResponse {
+  readonly id: string
+  readonly thread_id: string | null
+  readonly input_items: ReadonlyArray<InputItem>
+  readonly output_items: ReadonlyArray<OutputItem>
+}
+
+const itemId = (prefix: string) => `${prefix}_${randomUUID().replaceAll("-", "")}`
+
+const partsText = (content: string | ReadonlyArray<{ readonly text: string }>) =>
+  typeof content === "string" ? content : content.map((p) => p.text).join("")
+
+/** Input and output items, oldest first, as chat messages (function calls merge into one turn). */
+export const toMessages = (items: ReadonlyArray<InputItem | OutputItem>): Array<ChatMessage> => {
+  const messages: Array<ChatMessage> = []
+  const pushCall = (call: ToolCall) => {
+    const last = messages.at(-1)
+    if (last !== undefined && last.role === "assistant") {
+      messages[messages.length - 1] = { ...last, tool_calls: [...(last.tool_calls ?? []), call] }
+    } else {
+      messages.push({ role: "assistant", content: null, tool_calls: [call] })
+    }
+  }
+  for (const item of items) {
+    if (item.type === "function_call_output") {
+      messages.push({ role: "tool", tool_call_id: item.call_id, content: item.output })
+    } else if (item.type === "function_call") {
+      pushCall({ id: item.call_id, type: "function", function: { name: item.name, arguments: item.arguments } })
+    } else if ("id" in item && item.type === "message") {
+      messages.push({ role: "assistant", content: partsText(item.content) })
+    } else if ("role" in item) {
+      messages.push({ role: item.role, content: partsText(item.content) })
+    }
+  }
+  return messages
+}
+
+/** A completion's message as output items: text first, then one item per function call. */
+const toOutput = (content: string | null, toolCalls: ReadonlyArray<ToolCall>, status: "completed" | "incomplete"): Array<OutputItem> => [
+  ...(content !== null && content !== ""
+    ? [{ id: itemId("msg"), type: "message" as const, role: "assistant" as const, status, content: [{ type: "output_text" as const, text: content, annotations: [] }] }]
+    : []),
+  ...toolCalls.map((c) => ({
+    id: itemId("fc"),
+    type: "function_call" as const,
+    call_id: c.id,
+    name: c.function.name,
+    arguments: c.function.arguments,
+    status
+  }))
+]
+
+const toUsage = (usage: Usage | null) =>
+  usage === null ? null : { input_tokens: usage.prompt_tokens, output_tokens: usage.completion_tokens, total_tokens: usage.total_tokens }
+
+/** An SSE message: `event:` + `data:` whose `type` is the event name. */
+export interface ResponseEvent {
+  readonly type: string
+  readonly [key: string]: unknown
+}
+
+export class Responses extends Effect.Service<Responses>()("gateway/Responses", {
+  effect: Effect.gen(function*() {
+    const sql = yield* PgClient.PgClient
+    const inference = yield* Inference
+
+    /** The chain ending at `id`, oldest first; another user's or platform's id is not found. */
+    const loadChain = (caller: Caller, id: string) =>
+      Effect.gen(function*() {
+        const endUserId = caller._tag === "EndUserKey" ? caller.endUserId : null
+        const rows = yield* sql<StoredResponse & { depth: number }>`WITH RECURSIVE chain AS (
+            SELECT r.*, 0 AS depth FROM responses r
+              WHERE r.id = ${id} AND r.platform_id = ${caller.platformId} AND r.end_user_id IS NOT DISTINCT FROM ${endUserId}
+            UNION ALL
+            SELECT r.*, c.depth + 1 FROM responses r JOIN chain c ON r.id = c.previous_response_id
+              WHERE r.platform_id = ${caller.platformId} AND r.end_user_id IS NOT DISTINCT FROM ${endUserId} AND c.depth < 1000)
+          SELECT id, thread_id, input_items, output_items, depth FROM chain ORDER BY depth DESC`.pipe(Effect.orDie)
+        if (rows.length === 0) {
+          return yield* new NotFound({ code: "not_found", param: "previous_response_id", message: `No response '${id}'` })
+        }
+        return rows
+      })
+
+    // jsonb values are bound as JSON text: the driver would turn a JS array into a Postgres array.
+    const store = (
+      caller: Caller,
+      id: string,
+      body: ResponsesRequest,
+      input: ReadonlyArray<InputItem>,
+      output: ReadonlyArray<OutputItem>,
+      usage: Usage | null,
+      status: "completed" | "incomplete",
+      threadId: string | null,
+      createdAt: Date
+    ) =>
+      sql`INSERT INTO responses (id, platform_id, end_user_id, previous_response_id, thread_id, model, instructions,
+          input_items, output_items, usage, status, request, created_at)
+        VALUES (${id}, ${caller.platformId}, ${caller._tag === "EndUserKey" ? caller.endUserId : null},
+          ${body.previous_response_id ?? null}, ${threadId}, ${body.model}, ${body.instructions ?? null},
+          ${JSON.stringify(input)}::jsonb, ${JSON.stringify(output)}::jsonb,
+          ${usage === null ? null : JSON.stringify(toUsage(usage))}::jsonb, ${status},
+          ${sql.json({ tools: body.tools ?? [], tool_choice: body.tool_choice ?? "auto" })}, ${createdAt})
+        ON CONFLICT (id) DO NOTHING`.pipe(Effect.orDie, Effect.asVoid)
+
+    const responseObject = (
+      id: string,
+      body: ResponsesRequest,
+      createdAt: Date,
+      status: ResponseObject["status"],
+      output: ReadonlyArray<OutputItem>,
+      usage: Usage | null,
+      threadId: string | null
+    ): ResponseObject => ({
+      id,
+      object: "response",
+      created_at: Math.floor(createdAt.getTime() / 1000),
+      status,
+      model: body.model,
+      output,
+      usage: toUsage(usage),
+      previous_response_id: body.previous_response_id ?? null,
+      thread_id: threadId,
+      instructions: body.instructions ?? null,
+      error: null,
+      incomplete_details: null,
+      tools: body.tools ?? [],
+      parallel_tool_calls: true,
+      tool_choice: body.tool_choice ?? "auto",
+      temperature: body.temperature ?? null,
+      top_p: body.top_p ?? null,
+      max_output_tokens: body.max_output_tokens ?? null,
+      metadata: {}
+    })
+
+    /** Validation, context loading and admission (the five checks) shared by both modes. */
+    const prepare = (caller: Caller, body: ResponsesRequest) =>
+      Effect.gen(function*() {
+        const hosted = (body.tools ?? []).findIndex((t) => t.type === "mcp")
+        if (hosted >= 0) {
+          return yield* new ValidationError({
+            code: "unsupported_tool_type",
+            param: `tools.${hosted}.type`,
+            message: "Hosted tool items (type mcp) are not available on this gateway yet"
+          })
+        }
+        const input: ReadonlyArray<InputItem> = typeof body.input === "string" ? [{ role: "user", content: body.input }] : body.input
+        const chain = body.previous_response_id == null ? [] : yield* loadChain(caller, body.previous_response_id)
+        const history = chain.flatMap((r) => [...r.input_items, ...r.output_items])
+        const messages: Array<ChatMessage> = [
+          ...(body.instructions ? [{ role: "system" as const, content: body.instructions }] : []),
+          ...toMessages([...history, ...input])
+        ]
+        if (messages.length === 0) {
+          return yield* new ValidationError({ code: "validation_error", param: "input", message: "input is empty" })
+        }
+        const toolChoice = body.tool_choice === undefined
+          ? undefined
+          : typeof body.tool_choice === "string" ? body.tool_choice
+          : "name" in body.tool_choice ? { type: "function" as const, function: { name: body.tool_choice.name } }
+          : body.tool_choice
+        const responseFormat = body.response_format ?? body.text?.format
+        const chat: ChatRequest = {
+          model: body.model,
+          messages: messages as [ChatMessage, ...Array<ChatMessage>],
+          stream: body.stream === true,
+          // Usage is needed to store the response, whatever the client asked.
+          ...(body.stream === true ? { stream_options: { include_usage: true } } : {}),
+          ...(body.temperature !== undefined ? { temperature: body.temperature } : {}),
+          ...(body.top_p !== undefined ? { top_p: body.top_p } : {}),
+          ...(body.max_output_tokens !== undefined ? { max_tokens: body.max_output_tokens } : {}),
+          ...(responseFormat !== undefined ? { response_format: responseFormat } : {}),
+          ...(toolChoice !== undefined ? { tool_choice: toolChoice } : {}),
+          ...(body.tools !== undefined && body.tools.length > 0
+            ? {
+              tools: body.tools.flatMap((t) =>
+                t.type === "function"
+                  ? [{
+                    type: "function" as const,
+                    function: {
+                      name: t.name,
+                      ...(t.description != null ? { description: t.description } : {}),
+                      ...(t.parameters != null ? { parameters: t.parameters } : {})
+                    }
+                  }]
+                  : []
+              )
+            }
+            : {})
+        }
+        const admitted = yield* inference.admit(caller, chat, "response").pipe(
+          Effect.catchTag("ValidationError", (e) =>
+            Effect.fail(e.code === "max_tokens_too_small" ? new ValidationError({ ...e, param: "max_output_tokens", message: "max_output_tokens must be at least 16 for this model" }) : e))
+        )
+        const threadId = body.thread_id ?? chain.at(-1)?.thread_id ?? null
+        const createdAt = new Date(yield* Clock.currentTimeMillis)
+        return { admitted, input, threadId, createdAt }
+      })
+
+    /** Non-streaming: one upstream call, the stored and returned response object. */
+    const create = (caller: Caller, body: ResponsesRequest) =>
+      Effect.gen(function*() {
+        const { admitted, input, threadId, createdAt } = yield* prepare(caller, body)
+        const completion: ChatCompletion = yield* inference.complete(admitted)
+        const message = completion.choices[0]?.message
+        const output = toOutput(message?.content ?? null, message?.tool_calls ?? [], "completed")
+        yield* store(caller, admitted.requestId, body, input, output, completion.usage, "completed", threadId, createdAt)
+        return { admitted, response: responseObject(admitted.requestId, body, createdAt, "completed", output, completion.usage, threadId) }
+      })
+
+    /**
+     * Streaming: the spec's events in order. Text opens a message item (output_item.added,
+     * content_part.added, output_text.delta...), tool calls open function_call items; the end
+     * closes them and sends response.completed with usage. An interrupted stream stops without
+     * response.completed and is stored as incomplete.
+     */
+    const stream = (caller: Caller, body: ResponsesRequest) =>
+      Effect.gen(function*() {
+        const { admitted, input, threadId, createdAt } = yield* prepare(caller, body)
+        const { chunks, dropped } = yield* inference.stream(admitted)
+        const id = admitted.requestId
+        let sequence = 0
+        const event = (type: string, fields: Record<string, unknown>): ResponseEvent => ({ type, sequence_number: sequence++, ...fields })
+        const state = {
+          output: [] as Array<OutputItem>,
+          message: null as null | { id: string; index: number; text: string },
+          calls: new Map<number, { id: string; index: number; callId: string; name: string; args: string }>(),
+          usage: null as Usage | null,
+          stored: false
+        }
+        const closeMessage = (): Array<ResponseEvent> => {
+          const m = state.message
+          if (m === null) return []
+          state.message = null
+          const part = { type: "output_text", text: m.text, annotations: [] }
+          const item: OutputItem = { id: m.id, type: "message", role: "assistant", status: "completed", content: [{ type: "output_text", text: m.text, annotations: [] }] }
+          state.output[m.index] = item
+          return [
+            event("response.output_text.done", { item_id: m.id, output_index: m.index, content_index: 0, text: m.text, logprobs: [] }),
+            event("response.content_part.done", { item_id: m.id, output_index: m.index, content_index: 0, part }),
+            event("response.output_item.done", { output_index: m.index, item })
+          ]
+        }
+        const closeCalls = (): Array<ResponseEvent> =>
+          [...state.calls.values()].flatMap((c) => {
+            const item: OutputItem = { id: c.id, type: "function_call", call_id: c.callId, name: c.name, arguments: c.args, status: "completed" }
+            state.output[c.index] = item
+            return [
+              event("response.function_call_arguments.done", { item_id: c.id, output_index: c.index, arguments: c.args }),
+              event("response.output_item.done", { output_index: c.index, item })
+            ]
+          })
+        const onChunk = (chunk: ChatChunk): Array<ResponseEvent> => {
+          if (chunk.usage) state.usage = chunk.usage
+          const events: Array<ResponseEvent> = []
+          for (const choice of chunk.choices) {
+            const text = choice.delta.content ?? ""
+            if (text !== "") {
+              if (state.message === null) {
+                const index = state.output.length
+                state.message = { id: itemId("msg"), index, text: "" }
+                state.output.push({ id: state.message.id, type: "message", role: "assistant", status: "incomplete", content: [] })
+                events.push(
+                  event("response.output_item.added", {
+                    output_index: index,
+                    item: { id: state.message.id, type: "message", role: "assistant", status: "in_progress", content: [] }
+                  }),
+                  event("response.content_part.added", {
+                    item_id: state.message.id,
+                    output_index: index,
+                    content_index: 0,
+                    part: { type: "output_text", text: "", annotations: [] }
+                  })
+                )
+              }
+              state.message.text += text
+              events.push(event("response.output_text.delta", {
+                item_id: state.message.id,
+                output_index: state.message.index,
+                content_index: 0,
+                delta: text,
+                logprobs: []
+              }))
+            }
+            for (const delta of choice.delta.tool_calls ?? []) {
+              let call = state.calls.get(delta.index)
+              if (call === undefined) {
+                events.push(...closeMessage())
+                const index = state.output.length
+                call = { id: itemId("fc"), index, callId: delta.id ?? itemId("call"), name: delta.function?.name ?? "", args: "" }
+                state.calls.set(delta.index, call)
+                state.output.push({ id: call.id, type: "function_call", call_id: call.callId, name: call.name, arguments: "", status: "incomplete" })
+                events.push(event("response.output_item.added", {
+                  output_index: index,
+                  item: { id: call.id, type: "function_call", call_id: call.callId, name: call.name, arguments: "", status: "in_progress" }
+                }))
+              }
+              const piece = delta.function?.arguments ?? ""
+              if (piece !== "") {
+                call.args += piece
+                events.push(event("response.function_call_arguments.delta", { item_id: call.id, output_index: call.index, delta: piece }))
+              }
+            }
+          }
+          return events
+        }
+        const persist = (status: "completed" | "incomplete") =>
+          Effect.suspend(() => {
+            if (state.stored) return Effect.void
+            state.stored = true
+            return store(caller, id, body, input, state.output.filter((o) => o !== undefined), state.usage, status, threadId, createdAt)
+          })
+        const created = responseObject(id, body, createdAt, "in_progress", [], null, threadId)
+        const events = Stream.make(
+          event("response.created", { response: created }),
+          event("response.in_progress", { response: created })
+        ).pipe(
+          Stream.concat(chunks.pipe(Stream.mapConcat(onChunk))),
+          Stream.concat(Stream.suspend(() => {
+            if (dropped()) return Stream.empty
+            const closing = [...closeMessage(), ...closeCalls()]
+            const done = responseObject(id, body, createdAt, "completed", state.output, state.usage, threadId)
+            return Stream.fromIterable([...closing, event("response.completed", { response: done })]).pipe(
+              Stream.tap((e) => e.type === "response.completed" ? persist("completed") : Effect.void)
+            )
+          })),
+          Stream.ensuring(persist("incomplete"))
+        )
+        return { admitted, events }
+      })
+
+    return { create, stream } as const
+  })
+}) {}
