@@ -5,11 +5,15 @@ import ledger from "./0002_ledger.js"
 import webhooks from "./0003_webhooks.js"
 import inference from "./0004_inference.js"
 import responses from "./0005_responses.js"
+import display from "./0006_display.js"
+import tools from "./0007_tools.js"
 
 export const migrations = Migrator.fromRecord({
   "0001_foundation": foundation,
   "0002_ledger": ledger,
   "0003_webhooks": webhooks,
   "0004_inference": inference,
-  "0005_responses": responses
+  "0005_responses": responses,
+  "0006_display": display,
+  "0007_tools": tools
 })

@@ -19,6 +19,7 @@ import { ProviderRouter } from "../layers/ProviderRouter.js"
 import { Responses } from "../layers/Responses.js"
 import { RateLimiter } from "../layers/RateLimiter.js"
 import { RateLimitSettings } from "../layers/RateLimitSettings.js"
+import { ToolHost } from "../layers/ToolHost.js"
 import { UpstreamAdapters } from "../layers/upstream/Adapters.js"
 import { WebhookOutbox } from "../layers/WebhookOutbox.js"
 import { ApiListenerLive } from "./http/Server.js"
@@ -29,7 +30,7 @@ import { TracingLive } from "./Tracing.js"
 export type Role = "all" | "api" | "tools"
 
 /** Domain services over a SqlClient; tests swap pieces of this. */
-export const ServicesLive = Layer.mergeAll(Platforms.Default, EndUsers.Default, Responses.Default).pipe(
+export const ServicesLive = Layer.mergeAll(Platforms.Default, EndUsers.Default, Responses.Default, ToolHost.Default).pipe(
   Layer.provideMerge(Inference.Default),
   Layer.provideMerge(Layer.mergeAll(ProviderRouter.Default, RateLimiter.layerFromConfig, UpstreamAdapters.layer, RateLimitSettings.Default)),
   Layer.provideMerge(Layer.mergeAll(ApiKeys.Default, BudgetLedger.Default, Idempotency.Default)),

@@ -15,6 +15,7 @@ import { AdminGroup } from "../admin/Api.js"
 import { BudgetsGroup } from "../budgets/Api.js"
 import { InferenceGroup } from "../inference/Api.js"
 import { ApiKeysGroup, EndUsersGroup, PlatformsGroup } from "../management/Api.js"
+import { ToolsGroup } from "../tools/Api.js"
 import { WebhooksGroup } from "../webhooks/Api.js"
 
 export class GatewayApi extends HttpApi.make("gateway")
@@ -25,6 +26,7 @@ export class GatewayApi extends HttpApi.make("gateway")
   .add(EndUsersGroup)
   .add(BudgetsGroup)
   .add(WebhooksGroup)
+  .add(ToolsGroup)
   .addError(BadRequest.Http)
   .addError(Unauthorized.Http)
   .addError(Forbidden.Http)

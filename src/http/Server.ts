@@ -9,6 +9,7 @@ import { BudgetsLive } from "../budgets/Http.js"
 import { InferenceLive } from "../inference/Http.js"
 import { ApiKeysLive, EndUsersLive, PlatformsLive } from "../management/Http.js"
 import { recordAddress } from "../Listeners.js"
+import { ToolsLive } from "../tools/Http.js"
 import { WebhooksLive } from "../webhooks/Http.js"
 import { GatewayApi } from "./Api.js"
 import { AuthenticationLive } from "./Authentication.js"
@@ -19,7 +20,7 @@ const HealthLive = HttpApiBuilder.Router.use((router) =>
 )
 
 export const ApiLive = HttpApiBuilder.api(GatewayApi).pipe(
-  Layer.provide([InferenceLive, AdminLive, PlatformsLive, ApiKeysLive, EndUsersLive, BudgetsLive, WebhooksLive, ErrorMappingLive]),
+  Layer.provide([InferenceLive, AdminLive, PlatformsLive, ApiKeysLive, EndUsersLive, BudgetsLive, WebhooksLive, ToolsLive, ErrorMappingLive]),
   Layer.provide(AuthenticationLive)
 )
 
