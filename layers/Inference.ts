@@ -5,6 +5,7 @@ import { PgClient } from "@effect/sql-pg"
 import { BigDecimal, Clock, Config, Effect, Option, Stream } from "effect"
 import { randomUUID } from "node:crypto"
 import type { ChatChunk, ChatCompletion, ChatRequest, Usage } from "../schemas/Chat.js"
+import type { PlatformSettings } from "../schemas/Platforms.js"
 import {
   type BadGateway,
   Forbidden,
@@ -15,6 +16,7 @@ import {
 } from "../schemas/Errors.js"
 import { dec, sqlDec } from "../src/lib/Money.js"
 import { actorOf, BudgetLedger } from "./BudgetLedger.js"
+import { DisplayLedger } from "./DisplayLedger.js"
 import type { EndUserPrincipal, PlatformPrincipal } from "./KeyAuth.js"
 import { PlatformWallet } from "./PlatformWallet.js"
 import { type Candidate, orderCandidates, ProviderRouter } from "./ProviderRouter.js"
@@ -24,6 +26,7 @@ import { countPromptTokens, countTextTokens } from "./Tokenizer.js"
 import { UpstreamAdapters } from "./upstream/Adapters.js"
 
 export type Caller = PlatformPrincipal | EndUserPrincipal
+type WalletSettings = NonNullable<PlatformSettings["end_user_wallet"]>
 export type RequestType = "chat.completion" | "response"
 
 /** Cap assumed for the estimate when the request sets no max_tokens. */
@@ -44,6 +47,8 @@ export interface Admitted {
   readonly tokenEstimate: number
   readonly limits: RateLimits
   readonly rateLimit: RateLimitState | null
+  /** The platform's display-wallet settings, for the rules applied at settlement. */
+  readonly displaySettings: WalletSettings | null
   readonly startedAt: number
 }
 
@@ -73,6 +78,7 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
     const limiter = yield* RateLimiter
     const adapters = yield* UpstreamAdapters
     const limitSettings = yield* RateLimitSettings
+    const display = yield* DisplayLedger
     // Per upstream attempt, until the answer (or the stream's headers) arrives.
     const attemptTimeoutMs = yield* Config.integer("GATEWAY_UPSTREAM_TIMEOUT_MS").pipe(Config.withDefault(60_000))
 
@@ -109,7 +115,9 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
           rateLimit = yield* limiter.admit(caller.endUserId, limits, promptEstimate)
         }
 
-        // 3 + 4. Suspension, then budget remaining (a live, active budget only).
+        // 3 + 4. Suspension, then budget remaining (a live, active budget only): the USD ledger,
+        // then the display ledger while the platform enables it.
+        const displaySettings = caller._tag === "EndUserKey" ? yield* display.walletSettings(caller.platformId) : null
         if (caller._tag === "EndUserKey") {
           const budget = yield* ledger.get(caller.platformId, caller.endUserId).pipe(
             Effect.map(Option.some),
@@ -121,6 +129,9 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
             }
             if (BigDecimal.lessThanOrEqualTo(BigDecimal.subtract(dec(budget.value.max_usd), dec(budget.value.used_usd)), BigDecimal.make(0n, 0))) {
               return yield* new PaymentRequired({ code: "budget_exhausted", param: "usd_ledger", message: "The USD budget is exhausted" })
+            }
+            if (display.exhausted(budget.value, displaySettings)) {
+              return yield* new PaymentRequired({ code: "budget_exhausted", param: "display_ledger", message: "The display balance is exhausted" })
             }
           }
         }
@@ -147,6 +158,7 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
           tokenEstimate,
           limits,
           rateLimit,
+          displaySettings,
           startedAt
         }
         return admitted
@@ -169,13 +181,17 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
           token_count_method: outcome.method
         }
         yield* Effect.gen(function*() {
-          if (billable && caller._tag === "EndUserKey") {
+          if (caller._tag === "EndUserKey") {
             const budget = yield* ledger.lockCurrent(caller.platformId, caller.endUserId, now).pipe(
               Effect.map(Option.some),
               Effect.catchTag("NotFound", () => Effect.succeed(Option.none()))
             )
             if (Option.isSome(budget) && budget.value.is_active) {
-              yield* ledger.debitLocked(budget.value, { amount: cost, reason: "inference", metadata: details }, actorOf(caller), now)
+              const displayCharge = yield* display.charge(budget.value, admitted.displaySettings, { costUsd: cost, inferenceCalls: 1, toolCalls: 0 })
+              if (billable) {
+                const metadata = BigDecimal.isZero(displayCharge) ? details : { ...details, display_charged: BigDecimal.format(displayCharge) }
+                yield* ledger.debitLocked(budget.value, { amount: cost, reason: "inference", metadata }, actorOf(caller), now)
+              }
             }
           }
           if (billable) yield* wallet.debit(caller.platformId, cost, details)

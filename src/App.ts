@@ -5,6 +5,7 @@ import { ApiKeys } from "../layers/ApiKeys.js"
 import { BudgetLedger } from "../layers/BudgetLedger.js"
 import { Crypto } from "../layers/Crypto.js"
 import { DatabaseLive } from "../layers/Database.js"
+import { DisplayLedger } from "../layers/DisplayLedger.js"
 import { DatabaseUrlLive } from "../layers/EmbeddedPostgres.js"
 import { EndUsers } from "../layers/EndUsers.js"
 import { Idempotency } from "../layers/Idempotency.js"
@@ -32,6 +33,7 @@ export type Role = "all" | "api" | "tools"
 /** Domain services over a SqlClient; tests swap pieces of this. */
 export const ServicesLive = Layer.mergeAll(Platforms.Default, EndUsers.Default, Responses.Default, ToolHost.Default).pipe(
   Layer.provideMerge(Inference.Default),
+  Layer.provideMerge(DisplayLedger.Default),
   Layer.provideMerge(Layer.mergeAll(ProviderRouter.Default, RateLimiter.layerFromConfig, UpstreamAdapters.layer, RateLimitSettings.Default)),
   Layer.provideMerge(Layer.mergeAll(ApiKeys.Default, BudgetLedger.Default, Idempotency.Default)),
   Layer.provideMerge(Layer.mergeAll(ModelCatalog.Default, ProviderKeys.Default, PlatformWallet.Default, InferenceLogs.Default)),

@@ -1,5 +1,5 @@
 // Budgets (USD ledger) endpoints: one budget per end user, its topups, debits and ledger rows,
-// and the platform-wide budget list. Platform keys only.
+// the platform-wide budget list, and the display wallet on the same budget. Platform keys only.
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema } from "@effect/platform"
 import { Schema } from "effect"
 import {
@@ -15,10 +15,20 @@ import {
 } from "../../schemas/Budgets.js"
 import { Paginated, PathId } from "../../schemas/Common.js"
 import { Conflict } from "../../schemas/Errors.js"
+import {
+  AdjustWallet,
+  AdjustWalletResult,
+  InitWallet,
+  InitWalletResult,
+  WalletTopupBody,
+  WalletTopupResult,
+  WalletView
+} from "../../schemas/Wallet.js"
 import { Authentication } from "../http/Authentication.js"
 
 const BudgetPath = Schema.Struct({ platformId: PathId, endUserId: PathId })
 const base = "/platforms/:platformId/end-users/:endUserId/budget"
+const wallet = "/platforms/:platformId/end-users/:endUserId/wallet"
 
 /** `Idempotency-Key` on PATCH, topup and debit. */
 export const IdempotencyHeaders = Schema.Struct({
@@ -71,5 +81,31 @@ export class BudgetsGroup extends HttpApiGroup.make("budgets")
       .setUrlParams(ListBudgetsParams)
       .addSuccess(Paginated(Budget))
   )
+  .add(HttpApiEndpoint.get("getWallet", wallet).setPath(BudgetPath).addSuccess(WalletView))
+  .add(
+    HttpApiEndpoint.post("initWallet", wallet)
+      .setPath(BudgetPath)
+      .setHeaders(IdempotencyHeaders)
+      .setPayload(InitWallet)
+      .addSuccess(InitWalletResult)
+      .addError(Conflict.Http)
+  )
+  .add(
+    HttpApiEndpoint.post("topupWallet", `${wallet}/topup`)
+      .setPath(BudgetPath)
+      .setHeaders(IdempotencyHeaders)
+      .setPayload(WalletTopupBody)
+      .addSuccess(WalletTopupResult)
+      .addError(Conflict.Http)
+  )
+  .add(
+    HttpApiEndpoint.post("adjustWallet", `${wallet}/adjust`)
+      .setPath(BudgetPath)
+      .setHeaders(IdempotencyHeaders)
+      .setPayload(AdjustWallet)
+      .addSuccess(AdjustWalletResult)
+      .addError(Conflict.Http)
+  )
+  .add(HttpApiEndpoint.del("disableWallet", wallet).setPath(BudgetPath).addSuccess(HttpApiSchema.NoContent))
   .middleware(Authentication)
   .prefix("/v1") {}

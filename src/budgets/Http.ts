@@ -4,8 +4,17 @@ import { HttpApiBuilder } from "@effect/platform"
 import { PgClient } from "@effect/sql-pg"
 import { Effect, Schema } from "effect"
 import { actorOf, BudgetLedger, type LedgerChange, toBudget } from "../../layers/BudgetLedger.js"
+import { DisplayLedger } from "../../layers/DisplayLedger.js"
 import { Idempotency } from "../../layers/Idempotency.js"
 import { BudgetUpdated, LedgerAmount, LedgerEntryResponse, UpdateBudget } from "../../schemas/Budgets.js"
+import {
+  AdjustWallet,
+  AdjustWalletResult,
+  InitWallet,
+  InitWalletResult,
+  WalletTopupBody,
+  WalletTopupResult
+} from "../../schemas/Wallet.js"
 import { dec } from "../lib/Money.js"
 import { requirePlatform } from "../http/Access.js"
 import { GatewayApi } from "../http/Api.js"
@@ -33,6 +42,7 @@ export const BudgetsLive = HttpApiBuilder.group(GatewayApi, "budgets", (handlers
     const ledger = yield* BudgetLedger
     const idempotency = yield* Idempotency
     const sql = yield* PgClient.PgClient
+    const display = yield* DisplayLedger
 
     /** One transaction: idempotency claim (or replay) + the ledger change. */
     const once = <A extends { readonly idempotent_replay: boolean }, I, B, E, R>(
@@ -117,4 +127,26 @@ export const BudgetsLive = HttpApiBuilder.group(GatewayApi, "budgets", (handlers
         requirePlatform(path.platformId).pipe(Effect.zipRight(ledger.transactions(path.platformId, path.endUserId, urlParams))))
       .handle("listBudgets", ({ path, urlParams }) =>
         requirePlatform(path.platformId).pipe(Effect.zipRight(ledger.list(path.platformId, urlParams))))
+      .handle("getWallet", ({ path }) =>
+        requirePlatform(path.platformId).pipe(Effect.zipRight(display.view(path.platformId, path.endUserId))))
+      .handle("initWallet", ({ path, payload, headers }) =>
+        Effect.gen(function*() {
+          const actor = actorOf(yield* requirePlatform(path.platformId))
+          return yield* once("wallet.init", path, headers["idempotency-key"], InitWallet as Schema.Schema<InitWallet, unknown>, payload, InitWalletResult, display.init(path.platformId, path.endUserId, payload, actor))
+        }))
+      .handle("topupWallet", ({ path, payload, headers }) =>
+        Effect.gen(function*() {
+          const actor = actorOf(yield* requirePlatform(path.platformId))
+          return yield* once("wallet.topup", path, headers["idempotency-key"], WalletTopupBody as Schema.Schema<WalletTopupBody, unknown>, payload, WalletTopupResult, display.topup(path.platformId, path.endUserId, payload, actor))
+        }))
+      .handle("adjustWallet", ({ path, payload, headers }) =>
+        Effect.gen(function*() {
+          const actor = actorOf(yield* requirePlatform(path.platformId))
+          return yield* once("wallet.adjust", path, headers["idempotency-key"], AdjustWallet as Schema.Schema<AdjustWallet, unknown>, payload, AdjustWalletResult, display.adjust(path.platformId, path.endUserId, payload, actor))
+        }))
+      .handle("disableWallet", ({ path }) =>
+        Effect.gen(function*() {
+          const actor = actorOf(yield* requirePlatform(path.platformId))
+          yield* display.disable(path.platformId, path.endUserId, actor).pipe(sql.withTransaction, Effect.catchTag("SqlError", Effect.die))
+        }))
   }))

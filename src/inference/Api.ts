@@ -4,12 +4,14 @@ import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
 import { EffectiveRateLimits, ModelList } from "../../schemas/Catalog.js"
 import { ChatCompletion, ChatRequestBody } from "../../schemas/Chat.js"
 import { ResponseObject, ResponsesRequest } from "../../schemas/Responses.js"
+import { MyBudget } from "../../schemas/Wallet.js"
 import { BadGateway, GatewayTimeout, PaymentRequired, RateLimited } from "../../schemas/Errors.js"
 import { Authentication } from "../http/Authentication.js"
 
 export class InferenceGroup extends HttpApiGroup.make("inference")
   .add(HttpApiEndpoint.get("listModels", "/models").addSuccess(ModelList))
   .add(HttpApiEndpoint.get("getMyRateLimits", "/me/rate-limits").addSuccess(EffectiveRateLimits))
+  .add(HttpApiEndpoint.get("getMyBudget", "/me/budget").addSuccess(MyBudget))
   .add(
     HttpApiEndpoint.post("createChatCompletion", "/chat/completions")
       .setPayload(ChatRequestBody)

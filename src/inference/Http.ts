@@ -1,6 +1,7 @@
 // Handlers of the runtime endpoints: thin; the pipeline lives in the Inference layer.
 import { HttpApiBuilder, HttpApp, HttpServerResponse } from "@effect/platform"
 import { Effect, Stream } from "effect"
+import { DisplayLedger } from "../../layers/DisplayLedger.js"
 import { Inference } from "../../layers/Inference.js"
 import { CurrentPrincipal } from "../../layers/KeyAuth.js"
 import { ModelCatalog } from "../../layers/ModelCatalog.js"
@@ -61,7 +62,9 @@ export const InferenceLive = HttpApiBuilder.group(GatewayApi, "inference", (hand
     const inference = yield* Inference
     const responses = yield* Responses
     const limits = yield* RateLimitSettings
+    const display = yield* DisplayLedger
     return handlers
+      .handle("getMyBudget", () => Effect.flatMap(requireEndUser, (me) => display.mine(me.platformId, me.endUserId)))
       .handle("getMyRateLimits", () =>
         Effect.flatMap(requireEndUser, (me) => limits.effective(me.platformId, me.endUserId)))
       .handle("listModels", () =>
