@@ -7,6 +7,7 @@ import inference from "./0004_inference.js"
 import responses from "./0005_responses.js"
 import display from "./0006_display.js"
 import tools from "./0007_tools.js"
+import capabilities from "./0008_capabilities.js"
 
 export const migrations = Migrator.fromRecord({
   "0001_foundation": foundation,
@@ -15,5 +16,6 @@ export const migrations = Migrator.fromRecord({
   "0004_inference": inference,
   "0005_responses": responses,
   "0006_display": display,
-  "0007_tools": tools
+  "0007_tools": tools,
+  "0008_capabilities": capabilities
 })

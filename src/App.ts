@@ -3,6 +3,7 @@ import { Effect, Layer } from "effect"
 import { AdminKey } from "../layers/AdminKey.js"
 import { ApiKeys } from "../layers/ApiKeys.js"
 import { BudgetLedger } from "../layers/BudgetLedger.js"
+import { Capabilities } from "../layers/Capabilities.js"
 import { Crypto } from "../layers/Crypto.js"
 import { DatabaseLive } from "../layers/Database.js"
 import { DisplayLedger } from "../layers/DisplayLedger.js"
@@ -31,7 +32,7 @@ import { TracingLive } from "./Tracing.js"
 export type Role = "all" | "api" | "tools"
 
 /** Domain services over a SqlClient; tests swap pieces of this. */
-export const ServicesLive = Layer.mergeAll(Platforms.Default, EndUsers.Default, Responses.Default, ToolHost.Default).pipe(
+export const ServicesLive = Layer.mergeAll(Platforms.Default, EndUsers.Default, Responses.Default, ToolHost.Default, Capabilities.Default).pipe(
   Layer.provideMerge(Inference.Default),
   Layer.provideMerge(DisplayLedger.Default),
   Layer.provideMerge(Layer.mergeAll(ProviderRouter.Default, RateLimiter.layerFromConfig, UpstreamAdapters.layer, RateLimitSettings.Default)),

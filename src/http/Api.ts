@@ -13,6 +13,7 @@ import {
 } from "../../schemas/Errors.js"
 import { AdminGroup } from "../admin/Api.js"
 import { BudgetsGroup } from "../budgets/Api.js"
+import { CapabilitiesGroup } from "../capabilities/Api.js"
 import { InferenceGroup } from "../inference/Api.js"
 import { ApiKeysGroup, EndUsersGroup, PlatformsGroup } from "../management/Api.js"
 import { ToolsGroup } from "../tools/Api.js"
@@ -27,6 +28,7 @@ export class GatewayApi extends HttpApi.make("gateway")
   .add(BudgetsGroup)
   .add(WebhooksGroup)
   .add(ToolsGroup)
+  .add(CapabilitiesGroup)
   .addError(BadRequest.Http)
   .addError(Unauthorized.Http)
   .addError(Forbidden.Http)

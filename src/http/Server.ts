@@ -6,6 +6,7 @@ import { Config, Layer } from "effect"
 import { createServer } from "node:http"
 import { AdminLive } from "../admin/Http.js"
 import { BudgetsLive } from "../budgets/Http.js"
+import { CapabilitiesLive } from "../capabilities/Http.js"
 import { InferenceLive } from "../inference/Http.js"
 import { ApiKeysLive, EndUsersLive, PlatformsLive } from "../management/Http.js"
 import { recordAddress } from "../Listeners.js"
@@ -20,7 +21,7 @@ const HealthLive = HttpApiBuilder.Router.use((router) =>
 )
 
 export const ApiLive = HttpApiBuilder.api(GatewayApi).pipe(
-  Layer.provide([InferenceLive, AdminLive, PlatformsLive, ApiKeysLive, EndUsersLive, BudgetsLive, WebhooksLive, ToolsLive, ErrorMappingLive]),
+  Layer.provide([InferenceLive, AdminLive, PlatformsLive, ApiKeysLive, EndUsersLive, BudgetsLive, WebhooksLive, ToolsLive, CapabilitiesLive, ErrorMappingLive]),
   Layer.provide(AuthenticationLive)
 )
 
