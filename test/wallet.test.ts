@@ -3,7 +3,7 @@
 // exactly at settlement under concurrency, and display exhaustion refusing inference.
 import OpenAI from "openai"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { createEndUser, createPlatform, type Gateway, startGateway } from "./support/Gateway.js"
+import { type ApiResponse, createEndUser, createPlatform, type Gateway, startGateway } from "./support/Gateway.js"
 
 let gw: Gateway
 beforeAll(async () => {
@@ -24,7 +24,7 @@ interface Tenant {
   platformKey: string
   endUserId: string
   endUserKey: string
-  call: (method: string, suffix: string, body?: unknown, headers?: Record<string, string>) => ReturnType<Gateway["call"]>
+  call: (method: string, suffix: string, body?: unknown, headers?: Record<string, string>) => Promise<ApiResponse>
 }
 
 const tenant = async (settings: Record<string, unknown> | null = { end_user_wallet: { enabled: true, unit: "gems" } }): Promise<Tenant> => {
