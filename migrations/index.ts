@@ -8,6 +8,7 @@ import responses from "./0005_responses.js"
 import display from "./0006_display.js"
 import tools from "./0007_tools.js"
 import capabilities from "./0008_capabilities.js"
+import skills from "./0009_skills.js"
 
 export const migrations = Migrator.fromRecord({
   "0001_foundation": foundation,
@@ -17,5 +18,6 @@ export const migrations = Migrator.fromRecord({
   "0005_responses": responses,
   "0006_display": display,
   "0007_tools": tools,
-  "0008_capabilities": capabilities
+  "0008_capabilities": capabilities,
+  "0009_skills": skills
 })

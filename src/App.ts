@@ -21,6 +21,7 @@ import { ProviderRouter } from "../layers/ProviderRouter.js"
 import { Responses } from "../layers/Responses.js"
 import { RateLimiter } from "../layers/RateLimiter.js"
 import { RateLimitSettings } from "../layers/RateLimitSettings.js"
+import { Skills } from "../layers/Skills.js"
 import { ToolHost } from "../layers/ToolHost.js"
 import { UpstreamAdapters } from "../layers/upstream/Adapters.js"
 import { WebhookOutbox } from "../layers/WebhookOutbox.js"
@@ -34,7 +35,7 @@ export type Role = "all" | "api" | "tools"
 /** Domain services over a SqlClient; tests swap pieces of this. */
 export const ServicesLive = Layer.mergeAll(Platforms.Default, EndUsers.Default, Responses.Default, ToolHost.Default, Capabilities.Default).pipe(
   Layer.provideMerge(Inference.Default),
-  Layer.provideMerge(DisplayLedger.Default),
+  Layer.provideMerge(Layer.mergeAll(DisplayLedger.Default, Skills.Default)),
   Layer.provideMerge(Layer.mergeAll(ProviderRouter.Default, RateLimiter.layerFromConfig, UpstreamAdapters.layer, RateLimitSettings.Default)),
   Layer.provideMerge(Layer.mergeAll(ApiKeys.Default, BudgetLedger.Default, Idempotency.Default)),
   Layer.provideMerge(Layer.mergeAll(ModelCatalog.Default, ProviderKeys.Default, PlatformWallet.Default, InferenceLogs.Default)),

@@ -9,7 +9,7 @@ it("applies migrations once; a second start changes nothing", async () => {
     const first = await startGateway({ db })
     const { platformId, platformKey } = await createPlatform(first)
     const applied = await db.pool.query("SELECT migration_id, name FROM schema_migrations ORDER BY migration_id")
-    expect(applied.rows.map((r) => r.name)).toEqual(["foundation", "ledger", "webhooks", "inference", "responses", "display", "tools", "capabilities"])
+    expect(applied.rows.map((r) => r.name)).toEqual(["foundation", "ledger", "webhooks", "inference", "responses", "display", "tools", "capabilities", "skills"])
     await first.close()
 
     const second = await startGateway({ db })
