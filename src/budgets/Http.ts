@@ -3,7 +3,7 @@
 import { HttpApiBuilder } from "@effect/platform"
 import { PgClient } from "@effect/sql-pg"
 import { Effect, Schema } from "effect"
-import { actorOf, BudgetLedger, type LedgerChange, toBudget } from "../../layers/BudgetLedger.js"
+import { type Actor, actorOf, BudgetLedger, type LedgerChange, toBudget } from "../../layers/BudgetLedger.js"
 import { DisplayLedger } from "../../layers/DisplayLedger.js"
 import { Idempotency } from "../../layers/Idempotency.js"
 import { BudgetUpdated, LedgerAmount, LedgerEntryResponse, UpdateBudget } from "../../schemas/Budgets.js"
@@ -37,6 +37,11 @@ const entryResponse = (change: LedgerChange): LedgerEntryResponse => ({
   }
 })
 
+interface BudgetPath {
+  readonly platformId: string
+  readonly endUserId: string
+}
+
 export const BudgetsLive = HttpApiBuilder.group(GatewayApi, "budgets", (handlers) =>
   Effect.gen(function*() {
     const ledger = yield* BudgetLedger
@@ -44,24 +49,30 @@ export const BudgetsLive = HttpApiBuilder.group(GatewayApi, "budgets", (handlers
     const sql = yield* PgClient.PgClient
     const display = yield* DisplayLedger
 
-    /** One transaction: idempotency claim (or replay) + the ledger change. */
-    const once = <A extends { readonly idempotent_replay: boolean }, I, B, E, R>(
+    /**
+     * A handler for a ledger mutation that honours Idempotency-Key: the key claim (or replay) and
+     * the change run in one transaction, so a key applies at most once.
+     */
+    const keyed = <B, BI, A extends { readonly idempotent_replay: boolean }, AI, E, R>(
       operation: string,
-      path: { readonly platformId: string; readonly endUserId: string },
-      key: string | undefined,
-      bodySchema: Schema.Schema<B, unknown>,
-      body: B,
-      response: Schema.Schema<A, I>,
-      apply: Effect.Effect<A, E, R>
+      body: Schema.Schema<B, BI>,
+      response: Schema.Schema<A, AI>,
+      apply: (path: BudgetPath, payload: B, actor: Actor) => Effect.Effect<A, E, R>
     ) =>
+    ({ path, payload, headers }: {
+      readonly path: BudgetPath
+      readonly payload: B
+      readonly headers: { readonly "idempotency-key"?: string | undefined }
+    }) =>
       Effect.gen(function*() {
-        const canonicalBody = yield* Schema.encode(bodySchema)(body).pipe(Effect.orDie)
+        const actor = actorOf(yield* requirePlatform(path.platformId))
+        const canonicalBody = yield* Schema.encode(body)(payload).pipe(Effect.orDie)
         const result = yield* idempotency.once(
           { platformId: path.platformId, operation, target: path.endUserId },
-          key,
+          headers["idempotency-key"],
           canonicalBody,
           response,
-          apply
+          apply(path, payload, actor)
         )
         return result.replay ? { ...result.value, idempotent_replay: true } : result.value
       }).pipe(sql.withTransaction, Effect.catchTag("SqlError", Effect.die))
@@ -77,73 +88,31 @@ export const BudgetsLive = HttpApiBuilder.group(GatewayApi, "budgets", (handlers
           Effect.zipRight(ledger.get(path.platformId, path.endUserId)),
           Effect.map(toBudget)
         ))
-      .handle("updateBudget", ({ path, payload, headers }) =>
-        Effect.gen(function*() {
-          const actor = actorOf(yield* requirePlatform(path.platformId))
-          return yield* once(
-            "budget.update",
-            path,
-            headers["idempotency-key"],
-            UpdateBudget as Schema.Schema<UpdateBudget, unknown>,
-            payload,
-            BudgetUpdated,
-            ledger.update(path.platformId, path.endUserId, payload, actor).pipe(
-              Effect.map((change): BudgetUpdated => ({ ...toBudget(change.budget), idempotent_replay: false }))
-            )
-          )
-        }))
+      .handle("updateBudget", keyed("budget.update", UpdateBudget, BudgetUpdated, (path, payload, actor) =>
+        ledger.update(path.platformId, path.endUserId, payload, actor).pipe(
+          Effect.map((change): BudgetUpdated => ({ ...toBudget(change.budget), idempotent_replay: false }))
+        )))
       .handle("deleteBudget", ({ path }) =>
         Effect.gen(function*() {
           const principal = yield* requirePlatform(path.platformId)
           yield* ledger.remove(path.platformId, path.endUserId, actorOf(principal))
         }))
-      .handle("topupBudget", ({ path, payload, headers }) =>
-        Effect.gen(function*() {
-          const actor = actorOf(yield* requirePlatform(path.platformId))
-          return yield* once(
-            "budget.topup",
-            path,
-            headers["idempotency-key"],
-            LedgerAmount as Schema.Schema<LedgerAmount, unknown>,
-            payload,
-            LedgerEntryResponse,
-            ledger.topup(path.platformId, path.endUserId, payload, actor).pipe(Effect.map(entryResponse))
-          )
-        }))
-      .handle("debitBudget", ({ path, payload, headers }) =>
-        Effect.gen(function*() {
-          const actor = actorOf(yield* requirePlatform(path.platformId))
-          return yield* once(
-            "budget.debit",
-            path,
-            headers["idempotency-key"],
-            LedgerAmount as Schema.Schema<LedgerAmount, unknown>,
-            payload,
-            LedgerEntryResponse,
-            ledger.debit(path.platformId, path.endUserId, payload, actor).pipe(Effect.map(entryResponse))
-          )
-        }))
+      .handle("topupBudget", keyed("budget.topup", LedgerAmount, LedgerEntryResponse, (path, payload, actor) =>
+        ledger.topup(path.platformId, path.endUserId, payload, actor).pipe(Effect.map(entryResponse))))
+      .handle("debitBudget", keyed("budget.debit", LedgerAmount, LedgerEntryResponse, (path, payload, actor) =>
+        ledger.debit(path.platformId, path.endUserId, payload, actor).pipe(Effect.map(entryResponse))))
       .handle("listTransactions", ({ path, urlParams }) =>
         requirePlatform(path.platformId).pipe(Effect.zipRight(ledger.transactions(path.platformId, path.endUserId, urlParams))))
       .handle("listBudgets", ({ path, urlParams }) =>
         requirePlatform(path.platformId).pipe(Effect.zipRight(ledger.list(path.platformId, urlParams))))
       .handle("getWallet", ({ path }) =>
         requirePlatform(path.platformId).pipe(Effect.zipRight(display.view(path.platformId, path.endUserId))))
-      .handle("initWallet", ({ path, payload, headers }) =>
-        Effect.gen(function*() {
-          const actor = actorOf(yield* requirePlatform(path.platformId))
-          return yield* once("wallet.init", path, headers["idempotency-key"], InitWallet as Schema.Schema<InitWallet, unknown>, payload, InitWalletResult, display.init(path.platformId, path.endUserId, payload, actor))
-        }))
-      .handle("topupWallet", ({ path, payload, headers }) =>
-        Effect.gen(function*() {
-          const actor = actorOf(yield* requirePlatform(path.platformId))
-          return yield* once("wallet.topup", path, headers["idempotency-key"], WalletTopupBody as Schema.Schema<WalletTopupBody, unknown>, payload, WalletTopupResult, display.topup(path.platformId, path.endUserId, payload, actor))
-        }))
-      .handle("adjustWallet", ({ path, payload, headers }) =>
-        Effect.gen(function*() {
-          const actor = actorOf(yield* requirePlatform(path.platformId))
-          return yield* once("wallet.adjust", path, headers["idempotency-key"], AdjustWallet as Schema.Schema<AdjustWallet, unknown>, payload, AdjustWalletResult, display.adjust(path.platformId, path.endUserId, payload, actor))
-        }))
+      .handle("initWallet", keyed("wallet.init", InitWallet, InitWalletResult, (path, payload, actor) =>
+        display.init(path.platformId, path.endUserId, payload, actor)))
+      .handle("topupWallet", keyed("wallet.topup", WalletTopupBody, WalletTopupResult, (path, payload, actor) =>
+        display.topup(path.platformId, path.endUserId, payload, actor)))
+      .handle("adjustWallet", keyed("wallet.adjust", AdjustWallet, AdjustWalletResult, (path, payload, actor) =>
+        display.adjust(path.platformId, path.endUserId, payload, actor)))
       .handle("disableWallet", ({ path }) =>
         Effect.gen(function*() {
           const actor = actorOf(yield* requirePlatform(path.platformId))

@@ -1,7 +1,9 @@
 // A fresh database per test file on the run's Postgres server; dropped afterwards.
+import { Effect, Layer, Redacted } from "effect"
 import pg from "pg"
 import { randomBytes } from "node:crypto"
 import { inject } from "vitest"
+import { DatabaseUrl } from "../../layers/EmbeddedPostgres.js"
 
 export interface TestDatabase {
   readonly url: string
@@ -39,3 +41,11 @@ export const createTestDatabase = async (): Promise<TestDatabase> => {
     }
   }
 }
+
+/** A DatabaseUrl layer on a fresh test database, dropped when the layer closes (unit tests). */
+export const TestDatabaseUrlLive = Layer.scoped(
+  DatabaseUrl,
+  Effect.acquireRelease(Effect.promise(createTestDatabase), (db) => Effect.promise(db.drop)).pipe(
+    Effect.map((db) => Redacted.make(db.url))
+  )
+)

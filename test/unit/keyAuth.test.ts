@@ -5,18 +5,11 @@ import { Effect, Either, Layer, Redacted, TestClock } from "effect"
 import { AdminKey } from "../../layers/AdminKey.js"
 import { ApiKeys } from "../../layers/ApiKeys.js"
 import { DatabaseLive } from "../../layers/Database.js"
-import { DatabaseUrl } from "../../layers/EmbeddedPostgres.js"
 import { CurrentPrincipal, KeyAuth } from "../../layers/KeyAuth.js"
 import { Platforms } from "../../layers/Platforms.js"
 import { requireAdmin, requirePlatform } from "../../src/http/Access.js"
-import { createTestDatabase } from "../support/TestDatabase.js"
+import { TestDatabaseUrlLive } from "../support/TestDatabase.js"
 
-const TestDatabaseUrl = Layer.scoped(
-  DatabaseUrl,
-  Effect.acquireRelease(Effect.promise(createTestDatabase), (db) => Effect.promise(db.drop)).pipe(
-    Effect.map((db) => Redacted.make(db.url))
-  )
-)
 const adminKey = "sk-admin_" + "u".repeat(40)
 const AdminKeyStub = Layer.succeed(AdminKey, { key: Redacted.make(adminKey), generated: false })
 
@@ -25,7 +18,7 @@ const TestLayer = Platforms.Default.pipe(
   Layer.provideMerge(KeyAuth.Default),
   Layer.provideMerge(AdminKeyStub),
   Layer.provideMerge(DatabaseLive),
-  Layer.provide(TestDatabaseUrl)
+  Layer.provide(TestDatabaseUrlLive)
 )
 
 layer(TestLayer, { timeout: "60 seconds" })("KeyAuth", (it) => {

@@ -3,18 +3,17 @@
 // edge-triggered low-balance alert, observed through a spy WebhookOutbox layer.
 import { expect, layer } from "@effect/vitest"
 import { PgClient } from "@effect/sql-pg"
-import { ConfigProvider, Effect, Layer, Redacted, Ref, TestClock } from "effect"
+import { ConfigProvider, Effect, Layer, Ref, TestClock } from "effect"
 import { ApiKeys } from "../../layers/ApiKeys.js"
 import { BudgetLedger } from "../../layers/BudgetLedger.js"
 import { DatabaseLive } from "../../layers/Database.js"
-import { DatabaseUrl } from "../../layers/EmbeddedPostgres.js"
 import { EndUsers } from "../../layers/EndUsers.js"
 import { KeyAuth } from "../../layers/KeyAuth.js"
 import { Platforms } from "../../layers/Platforms.js"
 import { type BudgetEventType, WebhookOutbox } from "../../layers/WebhookOutbox.js"
 import { addMonthsClamped, currentPeriodStart } from "../../src/lib/Periods.js"
 import { dec } from "../../src/lib/Money.js"
-import { createTestDatabase } from "../support/TestDatabase.js"
+import { TestDatabaseUrlLive } from "../support/TestDatabase.js"
 import { BigDecimal } from "effect"
 
 const events = Effect.runSync(Ref.make<Array<{ type: BudgetEventType; budgetId: string }>>([]))
@@ -34,18 +33,12 @@ const SpyOutbox = Layer.succeed(
 // millions of times. The ledger only needs `invalidate`, so swap in a no-op.
 const KeyAuthStub = Layer.succeed(KeyAuth, KeyAuth.make(onlyThese<KeyAuth>({ invalidate: () => Effect.void })))
 
-const TestDatabaseUrl = Layer.scoped(
-  DatabaseUrl,
-  Effect.acquireRelease(Effect.promise(createTestDatabase), (db) => Effect.promise(db.drop)).pipe(
-    Effect.map((db) => Redacted.make(db.url))
-  )
-)
 
 const TestLayer = Layer.mergeAll(Platforms.Default, EndUsers.Default).pipe(
   Layer.provideMerge(Layer.mergeAll(ApiKeys.Default, BudgetLedger.Default)),
   Layer.provideMerge(Layer.mergeAll(KeyAuthStub, SpyOutbox)),
   Layer.provideMerge(DatabaseLive),
-  Layer.provide(TestDatabaseUrl),
+  Layer.provide(TestDatabaseUrlLive),
   Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map())))
 )
 

@@ -2,20 +2,13 @@
 // (one per user, not on one's own skill), delete by the author only, platform isolation.
 import { expect, layer } from "@effect/vitest"
 import { PgClient } from "@effect/sql-pg"
-import { Effect, Layer, Redacted } from "effect"
+import { Effect, Layer } from "effect"
 import { DatabaseLive } from "../../layers/Database.js"
-import { DatabaseUrl } from "../../layers/EmbeddedPostgres.js"
 import type { EndUserPrincipal } from "../../layers/KeyAuth.js"
 import { Skills } from "../../layers/Skills.js"
-import { createTestDatabase } from "../support/TestDatabase.js"
+import { TestDatabaseUrlLive } from "../support/TestDatabase.js"
 
-const TestDatabaseUrl = Layer.scoped(
-  DatabaseUrl,
-  Effect.acquireRelease(Effect.promise(createTestDatabase), (db) => Effect.promise(db.drop)).pipe(
-    Effect.map((db) => Redacted.make(db.url))
-  )
-)
-const TestLayer = Skills.Default.pipe(Layer.provideMerge(DatabaseLive), Layer.provide(TestDatabaseUrl))
+const TestLayer = Skills.Default.pipe(Layer.provideMerge(DatabaseLive), Layer.provide(TestDatabaseUrlLive))
 
 const call = (tool: string, caller: EndUserPrincipal, args: Record<string, unknown>) =>
   Effect.gen(function*() {
