@@ -1,7 +1,7 @@
 // Crypto: AES-256-GCM for secrets at rest (webhook secrets, provider keys, OAuth tokens).
 // The key is GATEWAY_ENCRYPTION_KEY (32 bytes, base64) or one generated into the data dir.
 import { Config, Effect, Option, Redacted } from "effect"
-import { createCipheriv, createDecipheriv, randomBytes } from "node:crypto"
+import { createCipheriv, createDecipheriv, createHmac, randomBytes } from "node:crypto"
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
 import { dataDir } from "./EmbeddedPostgres.js"
@@ -47,6 +47,15 @@ export class Crypto extends Effect.Service<Crypto>()("gateway/Crypto", {
       return Buffer.concat([decipher.update(Buffer.from(body, "base64")), decipher.final()]).toString("utf8")
     }
 
-    return { encrypt, decrypt } as const
+    /**
+     * HMAC-SHA256 (base64url) under a subkey per purpose (e.g. "oauth-state"), so a signature
+     * made for one use can never be replayed as another and the AES key itself never signs.
+     */
+    const hmac = (purpose: string, data: string): string => {
+      const subkey = createHmac("sha256", key).update(`gateway/${purpose}`).digest()
+      return createHmac("sha256", subkey).update(data).digest("base64url")
+    }
+
+    return { encrypt, decrypt, hmac } as const
   })
 }) {}

@@ -15,7 +15,7 @@ import {
   ValidationError
 } from "../schemas/Errors.js"
 import { dec, sqlDec } from "../src/lib/Money.js"
-import { actorOf, BudgetLedger } from "./BudgetLedger.js"
+import { actorOf, BudgetLedger, type BudgetRow } from "./BudgetLedger.js"
 import { DisplayLedger } from "./DisplayLedger.js"
 import type { EndUserPrincipal, PlatformPrincipal } from "./KeyAuth.js"
 import { PlatformWallet } from "./PlatformWallet.js"
@@ -60,14 +60,17 @@ export interface Outcome {
   readonly errorMessage: string | null
 }
 
+const ZERO = BigDecimal.make(0n, 0)
+
+/** tokens x price per million tokens, exact. */
+const perMillion = (tokens: number, usdPerMtok: BigDecimal.BigDecimal) =>
+  BigDecimal.unsafeDivide(BigDecimal.multiply(BigDecimal.fromBigInt(BigInt(tokens)), usdPerMtok), MTOK)
+
 const costOf = (candidate: Candidate, usage: Usage) =>
-  BigDecimal.sum(
-    BigDecimal.unsafeDivide(BigDecimal.multiply(BigDecimal.fromBigInt(BigInt(usage.prompt_tokens)), candidate.inputUsdPerMtok), MTOK),
-    BigDecimal.unsafeDivide(BigDecimal.multiply(BigDecimal.fromBigInt(BigInt(usage.completion_tokens)), candidate.outputUsdPerMtok), MTOK)
-  )
+  BigDecimal.sum(perMillion(usage.prompt_tokens, candidate.inputUsdPerMtok), perMillion(usage.completion_tokens, candidate.outputUsdPerMtok))
 
 const maxBy = (values: ReadonlyArray<BigDecimal.BigDecimal>) =>
-  values.reduce((a, b) => BigDecimal.max(a, b), BigDecimal.make(0n, 0))
+  values.reduce((a, b) => BigDecimal.max(a, b), ZERO)
 
 export class Inference extends Effect.Service<Inference>()("gateway/Inference", {
   effect: Effect.gen(function*() {
@@ -82,11 +85,9 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
     // Per upstream attempt, until the answer (or the stream's headers) arrives.
     const attemptTimeoutMs = yield* Config.integer("GATEWAY_UPSTREAM_TIMEOUT_MS").pipe(Config.withDefault(60_000))
 
-    /** The five checks, in order: model, rate limit, suspension, budget, wallet. */
-    const admit = (caller: Caller, request: ChatRequest, requestType: RequestType = "chat.completion") =>
+    /** Check 1: the model exists for this platform and the key may do inference. */
+    const checkModel = (caller: Caller, request: ChatRequest) =>
       Effect.gen(function*() {
-        const startedAt = yield* Clock.currentTimeMillis
-        // 1. Model validation.
         if (!caller.scopes.includes("inference")) {
           return yield* new Forbidden({ code: "insufficient_scope", message: "This key lacks the inference scope" })
         }
@@ -102,44 +103,53 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
             message: "max_tokens must be at least 16 for this model"
           })
         }
-        const promptEstimate = countPromptTokens(request.messages)
-        const tokenEstimate = promptEstimate + (maxTokens ?? 0)
+        return { candidates, maxTokens }
+      }).pipe(Effect.withSpan("preflight.model"))
 
-        // 2. Rate limit (per end user).
-        let limits: RateLimits = { rpm: null, tpm: null, rpd: null }
-        let rateLimit: RateLimitState | null = null
-        if (caller._tag === "EndUserKey") {
-          const effective = yield* limitSettings.effective(caller.platformId, caller.endUserId)
-          limits = { rpm: effective.rpm_limit, tpm: effective.tpm_limit, rpd: effective.rpd_limit }
-          // A refusal stays a RateLimitExceeded: the handler turns it into 429 + retry-after.
-          rateLimit = yield* limiter.admit(caller.endUserId, limits, promptEstimate)
+    /** Check 2: the end user's rate limits (a refusal stays RateLimitExceeded: 429 + retry-after). */
+    const checkRateLimit = (caller: Caller, promptEstimate: number) =>
+      Effect.gen(function*() {
+        if (caller._tag !== "EndUserKey") return { limits: { rpm: null, tpm: null, rpd: null } as RateLimits, rateLimit: null }
+        const effective = yield* limitSettings.effective(caller.platformId, caller.endUserId)
+        const limits: RateLimits = { rpm: effective.rpm_limit, tpm: effective.tpm_limit, rpd: effective.rpd_limit }
+        return { limits, rateLimit: yield* limiter.admit(caller.endUserId, limits, promptEstimate) }
+      }).pipe(Effect.withSpan("preflight.rate_limit"))
+
+    /** Check 3: the live, active budget (after a due period reset) is not suspended. */
+    const checkSuspension = (caller: Caller) =>
+      Effect.gen(function*() {
+        if (caller._tag !== "EndUserKey") return Option.none<BudgetRow>()
+        const budget = yield* ledger.get(caller.platformId, caller.endUserId).pipe(
+          Effect.map((b) => b.is_active ? Option.some(b) : Option.none<BudgetRow>()),
+          Effect.catchTag("NotFound", () => Effect.succeed(Option.none<BudgetRow>()))
+        )
+        if (Option.isSome(budget) && budget.value.is_suspended) {
+          return yield* new PaymentRequired({ code: "budget_suspended", param: "budget", message: "The budget is suspended" })
         }
+        return budget
+      }).pipe(Effect.withSpan("preflight.suspension"))
 
-        // 3 + 4. Suspension, then budget remaining (a live, active budget only): the USD ledger,
-        // then the display ledger while the platform enables it.
-        const displaySettings = caller._tag === "EndUserKey" ? yield* display.walletSettings(caller.platformId) : null
-        if (caller._tag === "EndUserKey") {
-          const budget = yield* ledger.get(caller.platformId, caller.endUserId).pipe(
-            Effect.map(Option.some),
-            Effect.catchTag("NotFound", () => Effect.succeed(Option.none()))
-          )
-          if (Option.isSome(budget) && budget.value.is_active) {
-            if (budget.value.is_suspended) {
-              return yield* new PaymentRequired({ code: "budget_suspended", param: "budget", message: "The budget is suspended" })
-            }
-            if (BigDecimal.lessThanOrEqualTo(BigDecimal.subtract(dec(budget.value.max_usd), dec(budget.value.used_usd)), BigDecimal.make(0n, 0))) {
-              return yield* new PaymentRequired({ code: "budget_exhausted", param: "usd_ledger", message: "The USD budget is exhausted" })
-            }
-            if (display.exhausted(budget.value, displaySettings)) {
-              return yield* new PaymentRequired({ code: "budget_exhausted", param: "display_ledger", message: "The display balance is exhausted" })
-            }
-          }
+    /** Check 4: remaining > 0 on the USD ledger, then on the display ledger while it is enabled. */
+    const checkBudget = (caller: Caller, budget: Option.Option<BudgetRow>) =>
+      Effect.gen(function*() {
+        if (caller._tag !== "EndUserKey") return null
+        const displaySettings = yield* display.walletSettings(caller.platformId)
+        if (Option.isNone(budget)) return displaySettings
+        if (BigDecimal.lessThanOrEqualTo(BigDecimal.subtract(dec(budget.value.max_usd), dec(budget.value.used_usd)), ZERO)) {
+          return yield* new PaymentRequired({ code: "budget_exhausted", param: "usd_ledger", message: "The USD budget is exhausted" })
         }
+        if (display.exhausted(budget.value, displaySettings)) {
+          return yield* new PaymentRequired({ code: "budget_exhausted", param: "display_ledger", message: "The display balance is exhausted" })
+        }
+        return displaySettings
+      }).pipe(Effect.withSpan("preflight.budget"))
 
-        // 5. Platform wallet covers the estimate (priced at the dearest candidate).
+    /** Check 5: the platform wallet covers the estimate (priced at the dearest candidate). */
+    const checkWallet = (caller: Caller, candidates: ReadonlyArray<Candidate>, promptEstimate: number, maxTokens: number | undefined) =>
+      Effect.gen(function*() {
         const estimate = BigDecimal.sum(
-          BigDecimal.unsafeDivide(BigDecimal.multiply(BigDecimal.fromBigInt(BigInt(promptEstimate)), maxBy(candidates.map((c) => c.inputUsdPerMtok))), MTOK),
-          BigDecimal.unsafeDivide(BigDecimal.multiply(BigDecimal.fromBigInt(BigInt(maxTokens ?? DEFAULT_MAX_TOKENS)), maxBy(candidates.map((c) => c.outputUsdPerMtok))), MTOK)
+          perMillion(promptEstimate, maxBy(candidates.map((c) => c.inputUsdPerMtok))),
+          perMillion(maxTokens ?? DEFAULT_MAX_TOKENS, maxBy(candidates.map((c) => c.outputUsdPerMtok)))
         )
         if (!(yield* wallet.covers(caller.platformId, estimate))) {
           return yield* new PaymentRequired({
@@ -148,6 +158,18 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
             message: `The platform wallet cannot cover the estimated cost (${BigDecimal.format(estimate)} USD)`
           })
         }
+      }).pipe(Effect.withSpan("preflight.wallet", { attributes: { "platform.id": caller.platformId } }))
+
+    /** The five checks, in the spec's order; nothing here calls an upstream or moves money. */
+    const admit = (caller: Caller, request: ChatRequest, requestType: RequestType = "chat.completion") =>
+      Effect.gen(function*() {
+        const startedAt = yield* Clock.currentTimeMillis
+        const { candidates, maxTokens } = yield* checkModel(caller, request)
+        const promptEstimate = countPromptTokens(request.messages)
+        const { limits, rateLimit } = yield* checkRateLimit(caller, promptEstimate)
+        const budget = yield* checkSuspension(caller)
+        const displaySettings = yield* checkBudget(caller, budget)
+        yield* checkWallet(caller, candidates, promptEstimate, maxTokens)
         const admitted: Admitted = {
           requestId: `${requestType === "response" ? "resp_" : "chatcmpl-"}${randomUUID().replaceAll("-", "")}`,
           requestType,
@@ -155,22 +177,41 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
           request,
           candidates: orderCandidates(candidates),
           promptEstimate,
-          tokenEstimate,
+          tokenEstimate: promptEstimate + (maxTokens ?? 0),
           limits,
           rateLimit,
           displaySettings,
           startedAt
         }
         return admitted
-      }).pipe(Effect.withSpan("Inference.admit"))
+      }).pipe(Effect.withSpan("Inference.admit", {
+        attributes: {
+          "gen_ai.operation.name": requestType === "response" ? "responses" : "chat",
+          "gen_ai.request.model": request.model,
+          "platform.id": caller.platformId,
+          ...(caller._tag === "EndUserKey" ? { "end_user.id": caller.endUserId } : {})
+        }
+      }))
 
     /** One transaction: budget debit row, wallet debit, log row. Never interrupted half-way. */
     const settle = (admitted: Admitted, outcome: Outcome) =>
       Effect.gen(function*() {
         const caller = admitted.caller
         const cost = costOf(outcome.candidate, outcome.usage)
-        const billable = BigDecimal.greaterThan(cost, BigDecimal.make(0n, 0))
+        const billable = BigDecimal.greaterThan(cost, ZERO)
         const now = new Date(yield* Clock.currentTimeMillis)
+        yield* Effect.annotateCurrentSpan({
+          "gen_ai.operation.name": admitted.requestType === "response" ? "responses" : "chat",
+          "gen_ai.request.model": admitted.request.model,
+          "gen_ai.response.model": outcome.candidate.providerModelId,
+          "gen_ai.provider.name": outcome.candidate.providerSlug,
+          "gen_ai.usage.input_tokens": outcome.usage.prompt_tokens,
+          "gen_ai.usage.output_tokens": outcome.usage.completion_tokens,
+          "gateway.cost_usd": BigDecimal.format(cost),
+          "gateway.token_count_method": outcome.method,
+          "platform.id": caller.platformId,
+          ...(caller._tag === "EndUserKey" ? { "end_user.id": caller.endUserId } : {})
+        })
         const details = {
           request_id: admitted.requestId,
           model: admitted.request.model,

@@ -1,6 +1,458 @@
-// ToolHost: tool apps over MCP with OAuth, connections and metering. SKELETON: being implemented.
-import { Effect } from "effect"
+// ToolHost: the tool service. Apps activated per platform, end users' OAuth connections (tokens
+// sealed with Crypto, refreshed on expiry, flagged for re-auth on a provider 401), metered tool
+// calls, and the MCP sessions of the tool listener. The hybrid loop reuses listTools/callTool.
+import { PgClient } from "@effect/sql-pg"
+import { Clock, Config, Duration, Effect, Either, Option, Runtime, Schedule } from "effect"
+import { randomUUID, timingSafeEqual } from "node:crypto"
+import { BadRequest, NotFound, ValidationError } from "../schemas/Errors.js"
+import type { ActivateToolApp, McpConfig, McpConnection, ToolAppActivation, ToolAppListing, ToolAppSlug } from "../schemas/Tools.js"
+import { allowPrivateUrls, checkUrl } from "../src/lib/SsrfGuard.js"
+import { Crypto } from "./Crypto.js"
+import type { EndUserPrincipal } from "./KeyAuth.js"
+import { appOf, findTool, listingOf, loadAppUrls, type ToolListing } from "./tools/Catalog.js"
+import { makeMcpSessions } from "./tools/McpSessions.js"
+import { makeMetering } from "./tools/Metering.js"
+import { authorizeLocation, newCodeVerifier, OAuthError, requestTokens, type TokenSet } from "./tools/OAuth.js"
+import { toolApps } from "./toolapps/Registry.js"
+import type { ToolApp, ToolResult } from "./toolapps/ToolApp.js"
+
+export type { ToolListing } from "./tools/Catalog.js"
+
+/** OAuth state lifetime (DESIGN section 5: signed, single use, 10 minutes). */
+const STATE_TTL_MS = 10 * 60_000
+/** Refresh a little before the provider's expiry so a call never races it. */
+const EXPIRY_SKEW_MS = 60_000
+
+interface ActivationRow {
+  readonly app_slug: ToolAppSlug
+  readonly client_id: string
+  readonly client_secret_encrypted: string
+  readonly base_url: string
+  readonly is_active: boolean
+  readonly created_at: Date
+}
+
+interface ConnectionRow {
+  readonly id: string
+  readonly app_slug: string
+  readonly access_token_encrypted: string | null
+  readonly refresh_token_encrypted: string | null
+  readonly expires_at: Date | null
+  readonly needs_reauth: boolean
+  readonly is_active: boolean
+  readonly created_at: Date
+}
+
+interface StateRow {
+  readonly id: string
+  readonly platform_id: string
+  readonly end_user_id: string
+  readonly app_slug: string
+  readonly code_verifier_encrypted: string | null
+  readonly redirect_uri: string
+  readonly expires_at: Date
+  readonly used_at: Date | null
+}
+
+/** The query of GET {mcp_url}/oauth/callback as the browser brings it. */
+export interface CallbackQuery {
+  readonly code?: string | undefined
+  readonly state?: string | undefined
+  readonly error?: string | undefined
+  readonly error_description?: string | undefined
+}
+
+const text = (message: string, isError = false): ToolResult => ({
+  content: [{ type: "text", text: message }],
+  ...(isError ? { isError: true } : {})
+})
+
+const notConnected = (slug: string) =>
+  text(
+    `The ${slug} app is not connected for this user. Connect it first: have the platform call ` +
+      `GET /oauth/authorize?app=${slug} on the tool service and open the returned location.`,
+    true
+  )
+
+const reauthNeeded = (slug: string) =>
+  text(
+    `The ${slug} connection was revoked or has expired and must be reconnected via ` +
+      `/oauth/authorize?app=${slug} on the tool service.`,
+    true
+  )
+
+const appNotFound = (slug: string) => new NotFound({ code: "not_found", message: `Tool app ${slug} is not enabled for this platform` })
+
+const invalidState = new BadRequest({ code: "bad_request", message: "Invalid OAuth state: unknown or forged", param: "state" })
 
 export class ToolHost extends Effect.Service<ToolHost>()("gateway/ToolHost", {
-  effect: Effect.succeed({})
+  scoped: Effect.gen(function*() {
+    const sql = yield* PgClient.PgClient
+    const crypto = yield* Crypto
+    const metering = yield* makeMetering
+    const appUrls = yield* loadAppUrls.pipe(Effect.orDie)
+    const allowPrivate = yield* allowPrivateUrls.pipe(Effect.orDie)
+    const sessionTtl = yield* Config.duration("GATEWAY_MCP_SESSION_TTL").pipe(Config.withDefault(Duration.minutes(30)), Effect.orDie)
+    const runtime = yield* Effect.runtime<never>()
+    const runPromise = Runtime.runPromise(runtime)
+    const now = Effect.map(Clock.currentTimeMillis, (ms) => new Date(ms))
+
+    const urlsOf = (app: ToolApp) => appUrls.get(app.slug)!
+    const decrypt = (sealed: string) => Effect.try(() => crypto.decrypt(sealed)).pipe(Effect.orDie)
+
+    // --- activations --------------------------------------------------------------------
+
+    /** POST /v1/platforms/{id}/mcp/apps: create or update; the secret is sealed, never echoed. */
+    const activate = (platformId: string, input: ActivateToolApp) =>
+      Effect.gen(function*() {
+        // base_url is where browsers are sent back to: refuse internal targets like other tenant URLs.
+        yield* checkUrl(input.base_url, allowPrivate).pipe(
+          Effect.mapError((e) => new ValidationError({ code: "validation_error", message: `base_url: ${e.message}`, param: "base_url" }))
+        )
+        const [row] = yield* sql<ToolAppActivation>`INSERT INTO platform_tool_apps
+            (platform_id, app_slug, client_id, client_secret_encrypted, base_url, is_active)
+          VALUES (${platformId}, ${input.app_slug}, ${input.client_id}, ${crypto.encrypt(input.client_secret)}, ${input.base_url}, true)
+          ON CONFLICT (platform_id, app_slug) DO UPDATE SET client_id = EXCLUDED.client_id,
+            client_secret_encrypted = EXCLUDED.client_secret_encrypted, base_url = EXCLUDED.base_url,
+            is_active = true, updated_at = now()
+          RETURNING app_slug, is_active, created_at`.pipe(Effect.orDie)
+        return row!
+      }).pipe(Effect.withSpan("ToolHost.activate", { attributes: { "tool.app": input.app_slug } }))
+
+    const activation = (platformId: string, slug: string) =>
+      sql<ActivationRow>`SELECT app_slug, client_id, client_secret_encrypted, base_url, is_active, created_at
+        FROM platform_tool_apps WHERE platform_id = ${platformId} AND app_slug = ${slug} AND is_active`.pipe(
+        Effect.map((rows) => Option.fromNullable(rows[0])),
+        Effect.orDie
+      )
+
+    /** The apps active on a platform, in the registry's order. */
+    const activeApps = (platformId: string) =>
+      sql<{ readonly app_slug: string }>`SELECT app_slug FROM platform_tool_apps
+        WHERE platform_id = ${platformId} AND is_active`.pipe(
+        Effect.map((rows) => {
+          const active = new Set(rows.map((r) => r.app_slug))
+          return toolApps.filter((a) => active.has(a.slug))
+        }),
+        Effect.orDie
+      )
+
+    /** The app when it exists and is active on the caller's platform; NotFound otherwise. */
+    const activeApp = (platformId: string, slug: string) =>
+      Effect.gen(function*() {
+        const app = appOf(slug)
+        if (app === undefined) return yield* appNotFound(slug)
+        const row = yield* activation(platformId, slug)
+        if (Option.isNone(row)) return yield* appNotFound(slug)
+        return { app, activation: row.value }
+      })
+
+    /** GET /v1/me/mcp-config: the caller's own key goes into the headers (it is theirs to use). */
+    const mcpConfig = (principal: EndUserPrincipal, rawKey: string, mcpUrl: string) =>
+      Effect.map(activeApps(principal.platformId), (apps): McpConfig => {
+        const authorization = `Bearer ${rawKey}`
+        const standard: Record<string, McpConfig["standard"][string]> = {}
+        for (const app of apps) {
+          standard[app.slug] = { transport: "streamable_http", url: `${mcpUrl}/mcp/${app.slug}`, headers: { Authorization: authorization } }
+        }
+        return {
+          standard,
+          openai: apps.map((app) => ({ type: "mcp" as const, server_label: app.slug, server_url: `${mcpUrl}/mcp/${app.slug}`, authorization }))
+        }
+      })
+
+    // --- connections --------------------------------------------------------------------
+
+    const activeConnection = (endUserId: string, slug: string) =>
+      sql<ConnectionRow>`SELECT id, app_slug, access_token_encrypted, refresh_token_encrypted, expires_at, needs_reauth,
+          is_active, created_at
+        FROM tool_connections WHERE end_user_id = ${endUserId} AND app_slug = ${slug} AND is_active`.pipe(
+        Effect.map((rows) => Option.fromNullable(rows[0])),
+        Effect.orDie
+      )
+
+    /** GET {mcp_url}/apps. `connected` means a usable connection (not waiting for re-auth). */
+    const listApps = (principal: EndUserPrincipal) =>
+      Effect.gen(function*() {
+        const apps = yield* activeApps(principal.platformId)
+        const rows = yield* sql<{ readonly app_slug: string }>`SELECT app_slug FROM tool_connections
+          WHERE end_user_id = ${principal.endUserId} AND is_active AND NOT needs_reauth`.pipe(Effect.orDie)
+        const connected = new Set(rows.map((r) => r.app_slug))
+        const data: ReadonlyArray<ToolAppListing> = apps.map((a) => ({
+          slug: a.slug,
+          name: a.name,
+          tool_count: a.tools.length,
+          connected: connected.has(a.slug)
+        }))
+        return { data }
+      })
+
+    /** GET {mcp_url}/connections: never tokens. */
+    const listConnections = (principal: EndUserPrincipal) =>
+      sql<{ readonly id: string; readonly app_slug: string; readonly created_at: Date }>`SELECT id, app_slug, created_at
+        FROM tool_connections WHERE end_user_id = ${principal.endUserId} AND is_active ORDER BY created_at, id`.pipe(
+        Effect.map((rows) => ({
+          data: rows.map((r): McpConnection => ({ id: r.id, appSlug: r.app_slug, createdAt: r.created_at.toISOString() }))
+        })),
+        Effect.orDie
+      )
+
+    /** DELETE {mcp_url}/connections/{app}: deactivates and forgets the tokens. */
+    const disconnect = (principal: EndUserPrincipal, slug: string) =>
+      Effect.gen(function*() {
+        const rows = yield* sql`UPDATE tool_connections SET is_active = false, access_token_encrypted = NULL,
+            refresh_token_encrypted = NULL, updated_at = now()
+          WHERE end_user_id = ${principal.endUserId} AND app_slug = ${slug} AND is_active RETURNING id`.pipe(Effect.orDie)
+        if (rows.length === 0) return yield* new NotFound({ code: "not_found", message: `No ${slug} connection` })
+      })
+
+    const markReauth = (connectionId: string) =>
+      sql`UPDATE tool_connections SET needs_reauth = true, updated_at = now() WHERE id = ${connectionId}`.pipe(
+        Effect.asVoid,
+        Effect.orDie
+      )
+
+    // --- OAuth ----------------------------------------------------------------------------
+
+    const signState = (nonce: string) => `${nonce}.${crypto.hmac("oauth-state", nonce)}`
+
+    /** The nonce of a state we signed, or undefined for anything forged or malformed. */
+    const verifyState = (state: string | undefined): string | undefined => {
+      if (state === undefined) return undefined
+      const dot = state.lastIndexOf(".")
+      if (dot <= 0) return undefined
+      const nonce = state.slice(0, dot)
+      const given = Buffer.from(state.slice(dot + 1))
+      const expected = Buffer.from(crypto.hmac("oauth-state", nonce))
+      if (given.length !== expected.length || !timingSafeEqual(given, expected)) return undefined
+      return /^[0-9a-f-]{36}$/.test(nonce) ? nonce : undefined
+    }
+
+    /** GET {mcp_url}/oauth/authorize?app=: the provider consent URL, with a fresh single-use state. */
+    const authorize = (principal: EndUserPrincipal, slug: string, mcpUrl: string) =>
+      Effect.gen(function*() {
+        const { app, activation: act } = yield* activeApp(principal.platformId, slug)
+        const nonce = randomUUID()
+        const verifier = app.oauth.pkce ? newCodeVerifier() : null
+        const redirectUri = `${mcpUrl}/oauth/callback`
+        const at = yield* now
+        yield* sql`INSERT INTO oauth_states (id, platform_id, end_user_id, app_slug, code_verifier_encrypted, redirect_uri, expires_at)
+          VALUES (${nonce}, ${principal.platformId}, ${principal.endUserId}, ${app.slug},
+            ${verifier === null ? null : crypto.encrypt(verifier)}, ${redirectUri}, ${new Date(at.getTime() + STATE_TTL_MS)})`.pipe(
+          Effect.orDie
+        )
+        return authorizeLocation(app, urlsOf(app), {
+          clientId: act.client_id,
+          redirectUri,
+          state: signState(nonce),
+          codeVerifier: verifier
+        })
+      }).pipe(Effect.withSpan("ToolHost.authorize", { attributes: { "tool.app": slug } }))
+
+    const landing = (baseUrl: string, slug: string, outcome: { readonly error: string; readonly description: string } | null) => {
+      const url = new URL(`${baseUrl.replace(/\/+$/, "")}/mcp/oauth-callback`)
+      url.searchParams.set("app", slug)
+      url.searchParams.set("status", outcome === null ? "connected" : "error")
+      if (outcome !== null) {
+        url.searchParams.set("error", outcome.error)
+        url.searchParams.set("error_description", outcome.description)
+      }
+      return url.toString()
+    }
+
+    const storeTokens = (state: StateRow, tokens: TokenSet, at: Date) =>
+      Effect.gen(function*() {
+        // One active connection per (user, app): the new one replaces any earlier one.
+        yield* sql`UPDATE tool_connections SET is_active = false, access_token_encrypted = NULL, refresh_token_encrypted = NULL,
+            updated_at = now()
+          WHERE end_user_id = ${state.end_user_id} AND app_slug = ${state.app_slug} AND is_active`
+        yield* sql`INSERT INTO tool_connections (platform_id, end_user_id, app_slug, access_token_encrypted,
+            refresh_token_encrypted, expires_at)
+          VALUES (${state.platform_id}, ${state.end_user_id}, ${state.app_slug}, ${crypto.encrypt(tokens.accessToken)},
+            ${tokens.refreshToken === null ? null : crypto.encrypt(tokens.refreshToken)},
+            ${tokens.expiresIn === null ? null : new Date(at.getTime() + tokens.expiresIn * 1000)})`
+      }).pipe(sql.withTransaction, Effect.orDie)
+
+    /**
+     * GET {mcp_url}/oauth/callback: claims the state (signature, unused, unexpired), exchanges the
+     * code and answers the landing-page location. A forged state names no platform, so it fails
+     * with BadRequest instead of a redirect.
+     */
+    const callback = (query: CallbackQuery) =>
+      Effect.gen(function*() {
+        const nonce = verifyState(query.state)
+        if (nonce === undefined) return yield* invalidState
+        const at = yield* now
+        const [claimed] = yield* sql<StateRow>`UPDATE oauth_states SET used_at = ${at}
+          WHERE id = ${nonce} AND used_at IS NULL AND expires_at > ${at} RETURNING *`.pipe(Effect.orDie)
+        const state = claimed ?? (yield* sql<StateRow>`SELECT * FROM oauth_states WHERE id = ${nonce}`.pipe(Effect.orDie))[0]
+        if (state === undefined) return yield* invalidState
+        const app = appOf(state.app_slug)
+        const act = yield* activation(state.platform_id, state.app_slug)
+        if (app === undefined || Option.isNone(act)) return yield* invalidState
+        const back = (outcome: { readonly error: string; readonly description: string } | null) =>
+          landing(act.value.base_url, state.app_slug, outcome)
+        if (claimed === undefined) {
+          return back({ error: "invalid_state", description: "This authorization link was already used or has expired; start again" })
+        }
+        if (query.error !== undefined) {
+          return back({ error: query.error, description: query.error_description ?? "The provider refused the authorization" })
+        }
+        if (query.code === undefined || query.code === "") {
+          return back({ error: "invalid_request", description: "The provider sent no authorization code" })
+        }
+        const params: Record<string, string> = {
+          grant_type: "authorization_code",
+          code: query.code,
+          redirect_uri: state.redirect_uri,
+          client_id: act.value.client_id,
+          client_secret: yield* decrypt(act.value.client_secret_encrypted)
+        }
+        if (state.code_verifier_encrypted !== null) params.code_verifier = yield* decrypt(state.code_verifier_encrypted)
+        const tokens = yield* requestTokens(urlsOf(app).tokenUrl, params).pipe(Effect.either)
+        if (Either.isLeft(tokens)) return back({ error: tokens.left.error, description: tokens.left.description })
+        yield* storeTokens(state, tokens.right, at)
+        return back(null)
+      }).pipe(Effect.withSpan("ToolHost.callback"))
+
+    /**
+     * Refreshes an expired access token under the connection's row lock, so concurrent calls
+     * refresh once (providers that rotate refresh tokens would otherwise revoke the loser's).
+     */
+    const refresh = (connectionId: string, app: ToolApp, act: ActivationRow) =>
+      Effect.gen(function*() {
+        const [row] = yield* sql<ConnectionRow>`SELECT id, app_slug, access_token_encrypted, refresh_token_encrypted, expires_at,
+            needs_reauth, is_active, created_at
+          FROM tool_connections WHERE id = ${connectionId} FOR UPDATE`
+        if (row === undefined || !row.is_active) return Either.left(notConnected(app.slug))
+        if (row.needs_reauth || row.access_token_encrypted === null) return Either.left(reauthNeeded(app.slug))
+        const at = yield* now
+        if (row.expires_at === null || row.expires_at.getTime() - EXPIRY_SKEW_MS > at.getTime()) {
+          return Either.right(yield* decrypt(row.access_token_encrypted)) // another call refreshed it meanwhile
+        }
+        if (row.refresh_token_encrypted === null) {
+          yield* markReauth(row.id)
+          return Either.left(reauthNeeded(app.slug))
+        }
+        const result = yield* requestTokens(urlsOf(app).tokenUrl, {
+          grant_type: "refresh_token",
+          refresh_token: yield* decrypt(row.refresh_token_encrypted),
+          client_id: act.client_id,
+          client_secret: yield* decrypt(act.client_secret_encrypted)
+        }).pipe(Effect.either)
+        if (Either.isLeft(result)) {
+          // 4xx (invalid_grant, revoked client) needs the user; anything else may pass.
+          const e: OAuthError = result.left
+          if (e.status !== null && e.status >= 400 && e.status < 500) {
+            yield* markReauth(row.id)
+            return Either.left(reauthNeeded(app.slug))
+          }
+          return Either.left(text(`Could not refresh the ${app.slug} token (${e.description}); try again later.`, true))
+        }
+        const tokens = result.right
+        yield* sql`UPDATE tool_connections SET access_token_encrypted = ${crypto.encrypt(tokens.accessToken)},
+            refresh_token_encrypted = ${tokens.refreshToken === null ? row.refresh_token_encrypted : crypto.encrypt(tokens.refreshToken)},
+            expires_at = ${tokens.expiresIn === null ? null : new Date(at.getTime() + tokens.expiresIn * 1000)}, updated_at = now()
+          WHERE id = ${row.id}`
+        return Either.right(tokens.accessToken)
+      }).pipe(sql.withTransaction, Effect.orDie, Effect.withSpan("ToolHost.refresh", { attributes: { "tool.app": app.slug } }))
+
+    /** A usable access token (refreshed when due), or the tool result that explains why not. */
+    const accessToken = (principal: EndUserPrincipal, app: ToolApp, act: ActivationRow) =>
+      Effect.gen(function*() {
+        const conn = yield* activeConnection(principal.endUserId, app.slug)
+        if (Option.isNone(conn)) return Either.left(notConnected(app.slug))
+        const c = conn.value
+        if (c.needs_reauth || c.access_token_encrypted === null) return Either.left(reauthNeeded(app.slug))
+        const at = yield* Clock.currentTimeMillis
+        const token = c.expires_at !== null && c.expires_at.getTime() - EXPIRY_SKEW_MS <= at
+          ? yield* refresh(c.id, app, act)
+          : Either.right(yield* decrypt(c.access_token_encrypted))
+        return Either.map(token, (value) => ({ connectionId: c.id, value }))
+      })
+
+    // --- tools ----------------------------------------------------------------------------
+
+    /** The app's tools as MCP lists them (`{slug}_{tool}`); NotFound unless active on the platform. */
+    const listTools = (principal: EndUserPrincipal, slug: string) =>
+      Effect.map(activeApp(principal.platformId, slug), ({ app }): ReadonlyArray<ToolListing> => listingOf(app))
+
+    /**
+     * Runs one tool as the end user and meters it. Only calls that reached the provider count
+     * (and, past the free tier, cost); a 401 from the provider marks the connection for re-auth
+     * and is not charged. App-level failures are `isError` results, never Effect failures.
+     */
+    const callTool = (principal: EndUserPrincipal, slug: string, toolName: string, args: Readonly<Record<string, unknown>>) =>
+      Effect.gen(function*() {
+        const { app, activation: act } = yield* activeApp(principal.platformId, slug)
+        const tool = findTool(app, toolName)
+        if (tool === undefined) return text(`Unknown tool ${toolName} for app ${slug}`, true)
+        const token = yield* accessToken(principal, app, act)
+        if (Either.isLeft(token)) return token.left
+        const started = yield* Clock.currentTimeMillis
+        const outcome = yield* tool.run({ apiUrl: urlsOf(app).apiUrl, accessToken: token.right.value }, args).pipe(
+          Effect.catchAllDefect((defect) =>
+            Effect.logError("tool crashed", defect).pipe(
+              Effect.as<ToolResult>(text(`The ${slug} tool ${tool.name} failed unexpectedly`, true))
+            )
+          ),
+          Effect.either
+        )
+        const latencyMs = (yield* Clock.currentTimeMillis) - started
+        if (Either.isLeft(outcome) && outcome.left.reauth) {
+          yield* markReauth(token.right.connectionId)
+          return reauthNeeded(slug)
+        }
+        const result = Either.isRight(outcome)
+          ? outcome.right
+          : text(`${slug} API error${outcome.left.status === null ? "" : ` (HTTP ${outcome.left.status})`}: ${outcome.left.message}`, true)
+        const failed = result.isError === true
+        yield* metering.record(principal, {
+          appSlug: app.slug,
+          tool: tool.name,
+          status: failed ? "error" : "success",
+          errorMessage: failed ? (result.content[0]?.text ?? "error").slice(0, 1000) : null,
+          latencyMs
+        })
+        return result
+      }).pipe(Effect.withSpan("ToolHost.callTool", { attributes: { "tool.app": slug, "tool.name": toolName } }))
+
+    // --- MCP sessions ---------------------------------------------------------------------
+
+    const sessions = makeMcpSessions(Duration.toMillis(sessionTtl), {
+      listTools: (principal, slug) => runPromise(listTools(principal, slug)),
+      callTool: (principal, slug, name, args) =>
+        runPromise(callTool(principal, slug, name, args).pipe(
+          // The app was deactivated while the session was open.
+          Effect.catchTag("NotFound", (e) => Effect.succeed(text(e.message, true)))
+        ))
+    })
+    const reapEvery = Duration.min(sessionTtl, Duration.seconds(30))
+    yield* sessions.reap.pipe(
+      // Expired OAuth states are useless after a day (kept that long to tell "expired" from "forged").
+      Effect.zipRight(sql`DELETE FROM oauth_states WHERE expires_at < now() - interval '1 day'`.pipe(Effect.ignore)),
+      Effect.repeat(Schedule.spaced(reapEvery)),
+      Effect.forkScoped
+    )
+    yield* Effect.addFinalizer(() => sessions.closeAll)
+
+    /** One MCP HTTP request of an authenticated end user; NotFound when the app is not active. */
+    const handleMcp = (principal: EndUserPrincipal, slug: string, request: Request, parsedBody: unknown) =>
+      Effect.zipRight(activeApp(principal.platformId, slug), sessions.handle(principal, slug, request, parsedBody))
+
+    return {
+      activate,
+      activeApps,
+      mcpConfig,
+      listApps,
+      listConnections,
+      disconnect,
+      authorize,
+      callback,
+      listTools,
+      callTool,
+      handleMcp,
+      sessionCount: sessions.size
+    } as const
+  })
 }) {}

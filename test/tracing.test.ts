@@ -40,3 +40,45 @@ it("tags the request span with platform.id, end_user.id and HTTP attributes; nev
   expect(everything).not.toContain(platformKey)
   expect(everything).not.toContain(eu.endUserKey)
 })
+
+it("traces inference: admission with one span per pre-flight check, the upstream attempt, settlement with GenAI attributes", async () => {
+  await gw.call("POST", "/v1/admin/providers", { key: gw.adminKey, body: { slug: "mock", kind: "mock", base_url: "http://mock.invalid" } })
+  await gw.call("POST", "/v1/admin/models", {
+    key: gw.adminKey,
+    body: { slug: "mock-echo", providers: [{ provider: "mock", provider_model_id: "echo-1", input_usd_per_mtok: 1, output_usd_per_mtok: 1 }] }
+  })
+  const { platformId, platformKey } = await createPlatform(gw)
+  await gw.call("PUT", `/v1/platforms/${platformId}/provider-keys/mock`, { key: platformKey, body: { api_key: "k" } })
+  await gw.call("POST", `/v1/admin/platforms/${platformId}/platform-wallet/topup`, { key: gw.adminKey, body: { amount_usd: 1 } })
+  const eu = await createEndUser(gw, platformId, platformKey, "traced-chat")
+  exporter.reset()
+  const res = await gw.call("POST", "/v1/chat/completions", {
+    key: eu.endUserKey,
+    body: { model: "mock-echo", messages: [{ role: "user", content: "secret prompt text" }] }
+  })
+  expect(res.status).toBe(200)
+  await expect.poll(() => exporter.getFinishedSpans().some((s) => s.name.startsWith("http.server"))).toBe(true)
+  const spans = exporter.getFinishedSpans()
+  const byName = (name: string) => spans.find((s) => s.name === name)!
+  const server = spans.find((s) => s.name.startsWith("http.server"))!
+  const admit = byName("Inference.admit")
+  const childrenOf = (parent: typeof admit) =>
+    spans.filter((s) => s.parentSpanContext?.spanId === parent.spanContext().spanId).map((s) => s.name)
+  expect(childrenOf(admit)).toEqual(expect.arrayContaining(["preflight.model", "preflight.rate_limit", "preflight.suspension", "preflight.budget", "preflight.wallet"]))
+  expect(admit.attributes).toMatchObject({ "gen_ai.operation.name": "chat", "gen_ai.request.model": "mock-echo", "end_user.id": eu.endUserId })
+  const attempt = byName("ProviderRouter.attempt")
+  expect(attempt.attributes).toMatchObject({ "gen_ai.provider.name": "mock", "gen_ai.request.model": "echo-1" })
+  const settle = byName("Inference.settle")
+  expect(settle.attributes).toMatchObject({
+    "gen_ai.response.model": "echo-1",
+    "gen_ai.usage.input_tokens": 5,
+    "gen_ai.usage.output_tokens": 4,
+    "gateway.cost_usd": "0.000009",
+    "platform.id": platformId
+  })
+  // Every span belongs to the request's trace, under the server span.
+  expect(new Set(spans.filter((s) => s.spanContext().traceId === server.spanContext().traceId).map((s) => s.name)))
+    .toEqual(expect.objectContaining({ size: expect.any(Number) }))
+  expect(admit.spanContext().traceId).toBe(server.spanContext().traceId)
+  expect(JSON.stringify(spans.map((s) => s.attributes))).not.toContain("secret prompt text")
+})

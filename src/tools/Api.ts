@@ -1,6 +1,18 @@
 // Tool-app endpoints on the API host: app activation (platform key) and /v1/me/mcp-config
-// (end-user key). SKELETON: being implemented.
-import { HttpApiGroup } from "@effect/platform"
+// (end-user key). The tool service itself (OAuth, MCP) lives on its own listener (Server.ts).
+import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
+import { Schema } from "effect"
+import { PathId } from "../../schemas/Common.js"
+import { ActivateToolApp, McpConfig, ToolAppActivation } from "../../schemas/Tools.js"
 import { Authentication } from "../http/Authentication.js"
 
-export class ToolsGroup extends HttpApiGroup.make("tools").middleware(Authentication).prefix("/v1") {}
+export class ToolsGroup extends HttpApiGroup.make("tools")
+  .add(
+    HttpApiEndpoint.post("activateToolApp", "/platforms/:platformId/mcp/apps")
+      .setPath(Schema.Struct({ platformId: PathId }))
+      .setPayload(ActivateToolApp)
+      .addSuccess(ToolAppActivation, { status: 201 })
+  )
+  .add(HttpApiEndpoint.get("getMcpConfig", "/me/mcp-config").addSuccess(McpConfig))
+  .middleware(Authentication)
+  .prefix("/v1") {}

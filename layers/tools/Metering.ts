@@ -1,0 +1,78 @@
+// Metering of executed tool calls: a per-platform counter per UTC calendar month; calls within
+// the free tier (GATEWAY_FREE_TOOL_CALLS) cost nothing and write nothing else; later calls are
+// settled like inference: budget debit row, platform wallet debit and an `mcp_tool` log row,
+// all in the counter's transaction.
+import { PgClient } from "@effect/sql-pg"
+import { BigDecimal, Clock, Config, Effect, Option } from "effect"
+import { dec, sqlDec } from "../../src/lib/Money.js"
+import { actorOf, BudgetLedger } from "../BudgetLedger.js"
+import type { EndUserPrincipal } from "../KeyAuth.js"
+import { PlatformWallet } from "../PlatformWallet.js"
+
+export const meteringConfig = Config.all({
+  freeCalls: Config.integer("GATEWAY_FREE_TOOL_CALLS").pipe(Config.withDefault(1000)),
+  price: Config.string("GATEWAY_TOOL_CALL_PRICE_USD").pipe(Config.withDefault("0.001"))
+})
+
+export interface ExecutedCall {
+  readonly appSlug: string
+  readonly tool: string
+  readonly status: "success" | "error"
+  readonly errorMessage: string | null
+  readonly latencyMs: number
+}
+
+/** First day of the UTC calendar month of `at`, as a Postgres date literal. */
+export const monthOf = (at: Date): string =>
+  `${at.getUTCFullYear()}-${String(at.getUTCMonth() + 1).padStart(2, "0")}-01`
+
+export const makeMetering = Effect.gen(function*() {
+  const sql = yield* PgClient.PgClient
+  const ledger = yield* BudgetLedger
+  const wallet = yield* PlatformWallet
+  const config = yield* meteringConfig.pipe(Effect.orDie)
+  const price = dec(config.price)
+  const billable = BigDecimal.greaterThan(price, BigDecimal.make(0n, 0))
+
+  /**
+   * Counts one executed call and settles it when it is past the free tier. The counter row is
+   * locked by the upsert until commit, so concurrent calls of a platform get distinct numbers.
+   * Lock order (counter, budget, wallet) never inverts inference settlement's (budget, wallet).
+   */
+  const record = (principal: EndUserPrincipal, call: ExecutedCall) =>
+    Effect.gen(function*() {
+      const now = new Date(yield* Clock.currentTimeMillis)
+      const metadata = { app: call.appSlug, tool: call.tool }
+      yield* Effect.gen(function*() {
+        const [counter] = yield* sql<{ readonly count: string }>`INSERT INTO tool_call_counters (platform_id, month, count)
+          VALUES (${principal.platformId}, ${monthOf(now)}::date, 1)
+          ON CONFLICT (platform_id, month) DO UPDATE SET count = tool_call_counters.count + 1
+          RETURNING count::text`
+        if (Number(counter!.count) <= config.freeCalls) return
+        if (billable) {
+          const budget = yield* ledger.lockCurrent(principal.platformId, principal.endUserId, now).pipe(
+            Effect.map(Option.some),
+            Effect.catchTag("NotFound", () => Effect.succeed(Option.none()))
+          )
+          if (Option.isSome(budget) && budget.value.is_active) {
+            yield* ledger.debitLocked(budget.value, { amount: price, reason: "tool_call", metadata }, actorOf(principal), now)
+          }
+          yield* wallet.debit(principal.platformId, price, { ...metadata, request_type: "mcp_tool" })
+        }
+        yield* sql`INSERT INTO inference_logs (platform_id, end_user_id, request_type, provider_id, model_id, model_slug,
+            provider_model_id, prompt_tokens, completion_tokens, total_tokens, latency_ms, estimated_cost_usd, status,
+            error_message, token_count_method, billing_status, metadata, created_at)
+          VALUES (${principal.platformId}, ${principal.endUserId}, 'mcp_tool', NULL, NULL, NULL, NULL, 0, 0, 0,
+            ${Math.max(0, Math.round(call.latencyMs))}, ${sqlDec(price)}, ${call.status}, ${call.errorMessage}, 'none',
+            ${billable ? "billed" : "not_billed"}, ${sql.json({ app_slug: call.appSlug, tool: call.tool })}, ${now})`
+      }).pipe(sql.withTransaction, Effect.orDie)
+    }).pipe(
+      // Like inference settlement: the call already happened, so a failure here is logged, not
+      // shown to the caller, and the settlement is never cut half-way by an interruption.
+      Effect.catchAllCause((cause) => Effect.logError("tool call metering failed", cause)),
+      Effect.uninterruptible,
+      Effect.withSpan("ToolHost.meter", { attributes: { "tool.app": call.appSlug, "tool.name": call.tool } })
+    )
+
+  return { record } as const
+})

@@ -1,0 +1,68 @@
+// Wire shapes of the tool service: app activation (platform key), /v1/me/mcp-config, and the
+// tool listener's /apps and /connections bodies.
+import { Schema } from "effect"
+import { strict, Text, Timestamp } from "./Common.js"
+
+export const ToolAppSlug = Schema.Literal("github", "slack", "gmail", "zendesk")
+export type ToolAppSlug = typeof ToolAppSlug.Type
+
+const HttpUrl = Schema.String.pipe(
+  Schema.maxLength(2048),
+  Schema.filter((s) => {
+    try {
+      const url = new URL(s)
+      return url.protocol === "http:" || url.protocol === "https:"
+    } catch {
+      return false
+    }
+  }, { message: () => "must be an absolute http or https URL" })
+)
+
+export const ActivateToolApp = Schema.Struct({
+  app_slug: ToolAppSlug,
+  client_id: Text.pipe(Schema.minLength(1), Schema.maxLength(512)),
+  client_secret: Text.pipe(Schema.minLength(1), Schema.maxLength(4096)),
+  base_url: HttpUrl
+}).annotations(strict)
+export type ActivateToolApp = typeof ActivateToolApp.Type
+
+export const ToolAppActivation = Schema.Struct({
+  app_slug: ToolAppSlug,
+  is_active: Schema.Boolean,
+  created_at: Timestamp
+})
+export type ToolAppActivation = typeof ToolAppActivation.Type
+
+export const McpServerEntry = Schema.Struct({
+  transport: Schema.Literal("streamable_http"),
+  url: Schema.String,
+  headers: Schema.Struct({ Authorization: Schema.String })
+})
+
+export const OpenAiMcpTool = Schema.Struct({
+  type: Schema.Literal("mcp"),
+  server_label: Schema.String,
+  server_url: Schema.String,
+  authorization: Schema.String
+})
+
+export const McpConfig = Schema.Struct({
+  standard: Schema.Record({ key: Schema.String, value: McpServerEntry }),
+  openai: Schema.Array(OpenAiMcpTool)
+})
+export type McpConfig = typeof McpConfig.Type
+
+/** GET {mcp_url}/apps item. */
+export interface ToolAppListing {
+  readonly slug: string
+  readonly name: string
+  readonly tool_count: number
+  readonly connected: boolean
+}
+
+/** GET {mcp_url}/connections item (camelCase per the spec's MCP connection record). */
+export interface McpConnection {
+  readonly id: string
+  readonly appSlug: string
+  readonly createdAt: string
+}
