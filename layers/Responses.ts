@@ -1,13 +1,18 @@
 // Responses: the Responses API on top of the shared inference pipeline (same five checks, same
 // settlement, log rows of type `response`). Input items and stored chains become chat messages;
-// the answer becomes output items; every response is stored per end user.
+// the answer becomes output items; hosted tool-app tools run inline (the hybrid loop); every
+// response is stored per end user.
 import { PgClient } from "@effect/sql-pg"
 import { Clock, Effect, Stream } from "effect"
 import { randomUUID } from "node:crypto"
-import type { ChatChunk, ChatCompletion, ChatMessage, ChatRequest, ToolCall, Usage } from "../schemas/Chat.js"
-import { NotFound, ValidationError } from "../schemas/Errors.js"
+import type { ChatChunk, ChatCompletion, ChatMessage, ChatRequest, FunctionTool, ToolCall, Usage } from "../schemas/Chat.js"
+import { Forbidden, NotFound, ValidationError } from "../schemas/Errors.js"
 import type { InputItem, OutputItem, ResponseObject, ResponsesRequest } from "../schemas/Responses.js"
+import { Listeners, mcpPublicUrl } from "../src/Listeners.js"
 import { type Caller, Inference } from "./Inference.js"
+import { type EndUserPrincipal, KeyAuth } from "./KeyAuth.js"
+import { ToolHost, type ToolListing } from "./ToolHost.js"
+import type { ToolResult } from "./toolapps/ToolApp.js"
 
 interface StoredResponse {
   readonly id: string
@@ -37,6 +42,9 @@ export const toMessages = (items: ReadonlyArray<InputItem | OutputItem>): Array<
       messages.push({ role: "tool", tool_call_id: item.call_id, content: item.output })
     } else if (item.type === "function_call") {
       pushCall({ id: item.call_id, type: "function", function: { name: item.name, arguments: item.arguments } })
+    } else if (item.type === "mcp_call") {
+      pushCall({ id: item.id, type: "function", function: { name: item.name, arguments: item.arguments } })
+      messages.push({ role: "tool", tool_call_id: item.id, content: item.output ?? item.error ?? "" })
     } else if ("id" in item && item.type === "message") {
       messages.push({ role: "assistant", content: partsText(item.content) })
     } else if ("role" in item) {
@@ -64,6 +72,16 @@ const toOutput = (content: string | null, toolCalls: ReadonlyArray<ToolCall>, st
 const toUsage = (usage: Usage | null) =>
   usage === null ? null : { input_tokens: usage.prompt_tokens, output_tokens: usage.completion_tokens, total_tokens: usage.total_tokens }
 
+/** The hybrid loop's cap: model turns per request (spec "Limits"). */
+const MAX_ITERATIONS = 10
+const NO_LIMITS = { rpm: null, tpm: null, rpd: null }
+
+/** A hosted tool offered to the model: which app serves it, as which end user. */
+interface HostedTarget {
+  readonly slug: string
+  readonly principal: EndUserPrincipal
+}
+
 /** An SSE message: `event:` + `data:` whose `type` is the event name. */
 export interface ResponseEvent {
   readonly type: string
@@ -74,6 +92,91 @@ export class Responses extends Effect.Service<Responses>()("gateway/Responses", 
   effect: Effect.gen(function*() {
     const sql = yield* PgClient.PgClient
     const inference = yield* Inference
+    const toolHost = yield* ToolHost
+    const keyAuth = yield* KeyAuth
+    const listeners = yield* Listeners
+    const toolServiceUrl = Effect.provideService(mcpPublicUrl, Listeners, listeners)
+
+    /** The end user a hosted tool item's `authorization` names: of the caller's platform (and the caller itself for end-user keys). */
+    const hostedPrincipal = (caller: Caller, authorization: string | undefined, param: string) =>
+      Effect.gen(function*() {
+        if (authorization === undefined) {
+          return yield* new ValidationError({ code: "validation_error", param, message: "authorization is required: Bearer <END_USER_KEY>" })
+        }
+        const principal = yield* keyAuth.authenticate(authorization)
+        const sameUser = principal._tag === "EndUserKey" && principal.platformId === caller.platformId &&
+          (caller._tag !== "EndUserKey" || caller.endUserId === principal.endUserId)
+        if (!sameUser) {
+          return yield* new Forbidden({ code: "forbidden", param, message: "authorization must be an end-user key of the calling user" })
+        }
+        return principal
+      })
+
+    /** Resolves the `type: mcp` items: validation, tool discovery over the tool service, allowed_tools. */
+    const resolveHosted = (caller: Caller, tools: NonNullable<ResponsesRequest["tools"]>) =>
+      Effect.gen(function*() {
+        const byName = new Map<string, HostedTarget>()
+        const chatTools: Array<FunctionTool> = []
+        const servers: Array<{ readonly label: string; readonly tools: ReadonlyArray<ToolListing> }> = []
+        for (const [index, tool] of tools.entries()) {
+          if (tool.type !== "mcp") continue
+          const param = (field: string) => `tools.${index}.${field}`
+          if (tool.require_approval !== undefined && tool.require_approval !== "never") {
+            return yield* new ValidationError({
+              code: "unsupported_tool_type",
+              param: param("require_approval"),
+              message: "Only require_approval \"never\" is supported"
+            })
+          }
+          const expected = `${yield* toolServiceUrl}/mcp/${tool.server_label}`
+          if (tool.server_url.replace(/\/+$/, "") !== expected) {
+            return yield* new ValidationError({ code: "validation_error", param: param("server_url"), message: `server_url must be ${expected}` })
+          }
+          const principal = yield* hostedPrincipal(caller, tool.authorization, param("authorization"))
+          const listing = yield* toolHost.listTools(principal, tool.server_label).pipe(
+            Effect.catchTag("NotFound", () =>
+              Effect.fail(new ValidationError({ code: "validation_error", param: param("server_label"), message: `The app '${tool.server_label}' is not active for this platform` })))
+          )
+          const allowed = tool.allowed_tools
+          const offered = listing.filter((t) =>
+            allowed === undefined || allowed.includes(t.name) || allowed.includes(t.name.slice(tool.server_label.length + 1)))
+          for (const t of offered) {
+            byName.set(t.name, { slug: tool.server_label, principal })
+            chatTools.push({ type: "function", function: { name: t.name, description: t.description, parameters: { ...t.inputSchema } } })
+          }
+          servers.push({ label: tool.server_label, tools: offered })
+        }
+        return { byName, chatTools, servers }
+      })
+
+    /** Runs one hosted call (metered by ToolHost); app errors become a failed mcp_call item. */
+    const runHostedCall = (target: HostedTarget, call: ToolCall) =>
+      Effect.gen(function*() {
+        let args: unknown
+        try {
+          args = JSON.parse(call.function.arguments === "" ? "{}" : call.function.arguments)
+        } catch {
+          args = null
+        }
+        const result: ToolResult = typeof args === "object" && args !== null && !Array.isArray(args)
+          ? yield* toolHost.callTool(target.principal, target.slug, call.function.name, args as Record<string, unknown>).pipe(
+            Effect.catchTag("NotFound", (e) => Effect.succeed<ToolResult>({ content: [{ type: "text", text: e.message }], isError: true }))
+          )
+          : { content: [{ type: "text", text: "The tool arguments are not a JSON object" }], isError: true }
+        const text = result.content.map((c) => c.text).join("\n")
+        const failed = result.isError === true
+        const item: OutputItem = {
+          id: itemId("mcp"),
+          type: "mcp_call",
+          server_label: target.slug,
+          name: call.function.name,
+          arguments: call.function.arguments,
+          output: failed ? null : text,
+          error: failed ? text : null,
+          status: failed ? "failed" : "completed"
+        }
+        return { item, text }
+      })
 
     /** The chain ending at `id`, oldest first; another user's or platform's id is not found. */
     const loadChain = (caller: Caller, id: string) =>
@@ -133,7 +236,7 @@ export class Responses extends Effect.Service<Responses>()("gateway/Responses", 
       thread_id: threadId,
       instructions: body.instructions ?? null,
       error: null,
-      incomplete_details: null,
+      incomplete_details: status === "incomplete" ? { reason: "max_tool_iterations" } : null,
       tools: body.tools ?? [],
       parallel_tool_calls: true,
       tool_choice: body.tool_choice ?? "auto",
@@ -146,14 +249,7 @@ export class Responses extends Effect.Service<Responses>()("gateway/Responses", 
     /** Validation, context loading and admission (the five checks) shared by both modes. */
     const prepare = (caller: Caller, body: ResponsesRequest) =>
       Effect.gen(function*() {
-        const hosted = (body.tools ?? []).findIndex((t) => t.type === "mcp")
-        if (hosted >= 0) {
-          return yield* new ValidationError({
-            code: "unsupported_tool_type",
-            param: `tools.${hosted}.type`,
-            message: "Hosted tool items (type mcp) are not available on this gateway yet"
-          })
-        }
+        const hosted = yield* resolveHosted(caller, body.tools ?? [])
         const input: ReadonlyArray<InputItem> = typeof body.input === "string" ? [{ role: "user", content: body.input }] : body.input
         const chain = body.previous_response_id == null ? [] : yield* loadChain(caller, body.previous_response_id)
         const history = chain.flatMap((r) => [...r.input_items, ...r.output_items])
@@ -181,20 +277,23 @@ export class Responses extends Effect.Service<Responses>()("gateway/Responses", 
           ...(body.max_output_tokens !== undefined ? { max_tokens: body.max_output_tokens } : {}),
           ...(responseFormat !== undefined ? { response_format: responseFormat } : {}),
           ...(toolChoice !== undefined ? { tool_choice: toolChoice } : {}),
-          ...(body.tools !== undefined && body.tools.length > 0
+          ...((body.tools ?? []).length > 0
             ? {
-              tools: body.tools.flatMap((t) =>
-                t.type === "function"
-                  ? [{
-                    type: "function" as const,
-                    function: {
-                      name: t.name,
-                      ...(t.description != null ? { description: t.description } : {}),
-                      ...(t.parameters != null ? { parameters: t.parameters } : {})
-                    }
-                  }]
-                  : []
-              )
+              tools: [
+                ...(body.tools ?? []).flatMap((t) =>
+                  t.type === "function"
+                    ? [{
+                      type: "function" as const,
+                      function: {
+                        name: t.name,
+                        ...(t.description != null ? { description: t.description } : {}),
+                        ...(t.parameters != null ? { parameters: t.parameters } : {})
+                      }
+                    }]
+                    : []
+                ),
+                ...hosted.chatTools
+              ]
             }
             : {})
         }
@@ -204,18 +303,62 @@ export class Responses extends Effect.Service<Responses>()("gateway/Responses", 
         )
         const threadId = body.thread_id ?? chain.at(-1)?.thread_id ?? null
         const createdAt = new Date(yield* Clock.currentTimeMillis)
-        return { admitted, input, threadId, createdAt }
+        return { admitted, input, threadId, createdAt, hosted }
       })
 
-    /** Non-streaming: one upstream call, the stored and returned response object. */
+    /**
+     * The hybrid loop: call the model; when it asks only for tool-app tools, run them inline and
+     * call it again (at most MAX_ITERATIONS turns, each settled and logged as `response`); any
+     * function tool ends the loop at once so the client can run it. Without hosted tools this
+     * is a single call.
+     */
+    const runLoop = (prepared: Effect.Effect.Success<ReturnType<typeof prepare>>) =>
+      Effect.gen(function*() {
+        const { admitted, hosted } = prepared
+        const output: Array<OutputItem> = []
+        let messages = [...admitted.request.messages]
+        let usage: Usage = { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 }
+        for (let turn = 0; turn < MAX_ITERATIONS; turn++) {
+          // Later turns reuse the admission; the rate limiter counted the request once.
+          const step = turn === 0
+            ? admitted
+            : { ...admitted, request: { ...admitted.request, messages: messages as [ChatMessage, ...Array<ChatMessage>] }, limits: NO_LIMITS }
+          const completion: ChatCompletion = yield* inference.complete(step)
+          usage = {
+            prompt_tokens: usage.prompt_tokens + completion.usage.prompt_tokens,
+            completion_tokens: usage.completion_tokens + completion.usage.completion_tokens,
+            total_tokens: usage.total_tokens + completion.usage.total_tokens
+          }
+          const message = completion.choices[0]?.message
+          const calls = message?.tool_calls ?? []
+          const hostedCalls = calls.filter((c) => hosted.byName.has(c.function.name))
+          if (calls.length === 0 || hostedCalls.length < calls.length) {
+            // A final answer, or a function tool for the client: its hosted calls are not run.
+            output.push(...toOutput(message?.content ?? null, calls.filter((c) => !hosted.byName.has(c.function.name)), "completed"))
+            return { output, usage, status: "completed" as const }
+          }
+          messages = [...messages, { role: "assistant", content: message?.content ?? null, tool_calls: calls }]
+          for (const call of hostedCalls) {
+            const target = hosted.byName.get(call.function.name)!
+            const result = yield* runHostedCall(target, call)
+            output.push(result.item)
+            messages = [...messages, { role: "tool", tool_call_id: call.id, content: result.text }]
+          }
+        }
+        return { output, usage, status: "incomplete" as const }
+      })
+
+    /** Non-streaming: the loop's output, stored and returned. */
     const create = (caller: Caller, body: ResponsesRequest) =>
       Effect.gen(function*() {
-        const { admitted, input, threadId, createdAt } = yield* prepare(caller, body)
-        const completion: ChatCompletion = yield* inference.complete(admitted)
-        const message = completion.choices[0]?.message
-        const output = toOutput(message?.content ?? null, message?.tool_calls ?? [], "completed")
-        yield* store(caller, admitted.requestId, body, input, output, completion.usage, "completed", threadId, createdAt)
-        return { admitted, response: responseObject(admitted.requestId, body, createdAt, "completed", output, completion.usage, threadId) }
+        const prepared = yield* prepare(caller, body)
+        const { admitted, input, threadId, createdAt } = prepared
+        const result = yield* runLoop(prepared)
+        yield* store(caller, admitted.requestId, body, input, result.output, result.usage, result.status, threadId, createdAt)
+        return {
+          admitted,
+          response: responseObject(admitted.requestId, body, createdAt, result.status, result.output, result.usage, threadId)
+        }
       })
 
     /**
@@ -226,7 +369,9 @@ export class Responses extends Effect.Service<Responses>()("gateway/Responses", 
      */
     const stream = (caller: Caller, body: ResponsesRequest) =>
       Effect.gen(function*() {
-        const { admitted, input, threadId, createdAt } = yield* prepare(caller, body)
+        const prepared = yield* prepare(caller, body)
+        if (prepared.hosted.servers.length > 0) return yield* streamHosted(caller, body, prepared)
+        const { admitted, input, threadId, createdAt } = prepared
         const { chunks, dropped } = yield* inference.stream(admitted)
         const id = admitted.requestId
         let sequence = 0
@@ -336,6 +481,65 @@ export class Responses extends Effect.Service<Responses>()("gateway/Responses", 
           })),
           Stream.ensuring(persist("incomplete"))
         )
+        return { admitted, events }
+      })
+
+    /**
+     * With hosted tools the loop runs to its end first; the events are then emitted in the
+     * spec's order: tool discovery, each mcp_call (arguments, progress, completion), then the
+     * answer's items and response.completed.
+     */
+    const streamHosted = (caller: Caller, body: ResponsesRequest, prepared: Effect.Effect.Success<ReturnType<typeof prepare>>) =>
+      Effect.gen(function*() {
+        const { admitted, input, threadId, createdAt, hosted } = prepared
+        const id = admitted.requestId
+        let sequence = 0
+        const event = (type: string, fields: Record<string, unknown>): ResponseEvent => ({ type, sequence_number: sequence++, ...fields })
+        const created = responseObject(id, body, createdAt, "in_progress", [], null, threadId)
+        const result = yield* runLoop(prepared)
+        yield* store(caller, id, body, input, result.output, result.usage, result.status, threadId, createdAt)
+        const discovery = hosted.servers.flatMap((server) => [
+          event("response.mcp_list_tools.in_progress", { server_label: server.label }),
+          event("response.mcp_list_tools.completed", { server_label: server.label, tools: server.tools.map((t) => ({ name: t.name, description: t.description, input_schema: t.inputSchema })) })
+        ])
+        const items = result.output.flatMap((item, index): Array<ResponseEvent> => {
+          if (item.type === "mcp_call") {
+            return [
+              event("response.output_item.added", { output_index: index, item: { ...item, status: "in_progress", output: null, error: null } }),
+              event("response.mcp_call_arguments.delta", { item_id: item.id, output_index: index, delta: item.arguments }),
+              event("response.mcp_call_arguments.done", { item_id: item.id, output_index: index, arguments: item.arguments }),
+              event("response.mcp_call.in_progress", { item_id: item.id, output_index: index }),
+              event(item.status === "failed" ? "response.mcp_call.failed" : "response.mcp_call.completed", { item_id: item.id, output_index: index }),
+              event("response.output_item.done", { output_index: index, item })
+            ]
+          }
+          if (item.type === "function_call") {
+            return [
+              event("response.output_item.added", { output_index: index, item: { ...item, arguments: "", status: "in_progress" } }),
+              event("response.function_call_arguments.delta", { item_id: item.id, output_index: index, delta: item.arguments }),
+              event("response.function_call_arguments.done", { item_id: item.id, output_index: index, arguments: item.arguments }),
+              event("response.output_item.done", { output_index: index, item })
+            ]
+          }
+          const text = item.content.map((c) => c.text).join("")
+          const part = { type: "output_text", text, annotations: [] }
+          return [
+            event("response.output_item.added", { output_index: index, item: { ...item, status: "in_progress", content: [] } }),
+            event("response.content_part.added", { item_id: item.id, output_index: index, content_index: 0, part: { ...part, text: "" } }),
+            event("response.output_text.delta", { item_id: item.id, output_index: index, content_index: 0, delta: text, logprobs: [] }),
+            event("response.output_text.done", { item_id: item.id, output_index: index, content_index: 0, text, logprobs: [] }),
+            event("response.content_part.done", { item_id: item.id, output_index: index, content_index: 0, part }),
+            event("response.output_item.done", { output_index: index, item })
+          ]
+        })
+        const done = responseObject(id, body, createdAt, result.status, result.output, result.usage, threadId)
+        const events: Stream.Stream<ResponseEvent> = Stream.fromIterable([
+          event("response.created", { response: created }),
+          event("response.in_progress", { response: created }),
+          ...discovery,
+          ...items,
+          event(result.status === "completed" ? "response.completed" : "response.incomplete", { response: done })
+        ])
         return { admitted, events }
       })
 

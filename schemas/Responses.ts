@@ -100,7 +100,19 @@ export const OutputFunctionCall = Schema.Struct({
   status: Schema.Literal("completed", "incomplete")
 })
 
-export const OutputItem = Schema.Union(OutputMessage, OutputFunctionCall)
+/** A hosted tool-app call the gateway executed inline (hybrid loop). */
+export const OutputMcpCall = Schema.Struct({
+  id: Schema.String,
+  type: Schema.Literal("mcp_call"),
+  server_label: Schema.String,
+  name: Schema.String,
+  arguments: Schema.String,
+  output: Schema.NullOr(Schema.String),
+  error: Schema.NullOr(Schema.String),
+  status: Schema.Literal("completed", "failed")
+})
+
+export const OutputItem = Schema.Union(OutputMessage, OutputFunctionCall, OutputMcpCall)
 export type OutputItem = typeof OutputItem.Type
 
 export const ResponseUsage = Schema.Struct({
@@ -121,7 +133,7 @@ export const ResponseObject = Schema.Struct({
   thread_id: Schema.NullOr(Schema.String),
   instructions: Schema.NullOr(Schema.String),
   error: Schema.Null,
-  incomplete_details: Schema.Null,
+  incomplete_details: Schema.NullOr(Schema.Struct({ reason: Schema.String })),
   tools: Schema.Array(Schema.Unknown),
   parallel_tool_calls: Schema.Boolean,
   tool_choice: Schema.Unknown,

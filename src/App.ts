@@ -33,8 +33,8 @@ import { TracingLive } from "./Tracing.js"
 export type Role = "all" | "api" | "tools"
 
 /** Domain services over a SqlClient; tests swap pieces of this. */
-export const ServicesLive = Layer.mergeAll(Platforms.Default, EndUsers.Default, Responses.Default, ToolHost.Default, Capabilities.Default).pipe(
-  Layer.provideMerge(Inference.Default),
+export const ServicesLive = Layer.mergeAll(Platforms.Default, EndUsers.Default, Responses.Default, Capabilities.Default).pipe(
+  Layer.provideMerge(Layer.mergeAll(Inference.Default, ToolHost.Default)),
   Layer.provideMerge(Layer.mergeAll(DisplayLedger.Default, Skills.Default)),
   Layer.provideMerge(Layer.mergeAll(ProviderRouter.Default, RateLimiter.layerFromConfig, UpstreamAdapters.layer, RateLimitSettings.Default)),
   Layer.provideMerge(Layer.mergeAll(ApiKeys.Default, BudgetLedger.Default, Idempotency.Default)),
@@ -53,8 +53,9 @@ const listenersFor = (role: Role) =>
 const ConfigFileLive = Layer.effectDiscard(Effect.flatMap(ModelCatalog, (catalog) => catalog.applyConfigFile))
 
 /** Everything below the listeners, exposed so startup tasks (demo seed, report) can use it. */
-export const CoreLive = Layer.merge(ConfigFileLive, Listeners.Default).pipe(
+export const CoreLive = ConfigFileLive.pipe(
   Layer.provideMerge(ServicesLive),
+  Layer.provideMerge(Listeners.Default),
   Layer.provideMerge(InfraLive)
 )
 

@@ -1,6 +1,6 @@
 // The addresses the two listeners actually bound (PORT=0 in tests picks a free port).
 import { HttpServer } from "@effect/platform"
-import { Effect, Layer, Ref } from "effect"
+import { Config, Effect, Layer, Option, Ref } from "effect"
 
 export type ListenerName = "api" | "tools"
 
@@ -25,3 +25,14 @@ export const recordAddress = (name: ListenerName) =>
       : `unix:${address.path}`
     yield* listeners.record(name, url)
   }))
+
+/** GATEWAY_MCP_PUBLIC_URL, else the tool listener's bound address, else 127.0.0.1:MCP_PORT. */
+export const mcpPublicUrl = Effect.gen(function*() {
+  const configured = yield* Config.option(Config.string("GATEWAY_MCP_PUBLIC_URL")).pipe(Effect.orDie)
+  if (Option.isSome(configured) && configured.value !== "") return configured.value.replace(/\/+$/, "")
+  const bound = (yield* (yield* Listeners).all).tools
+  if (bound !== undefined) return bound
+  const port = yield* Config.integer("MCP_PORT").pipe(Config.withDefault(8081), Effect.orDie)
+  return `http://127.0.0.1:${port}`
+})
+

@@ -6,8 +6,11 @@ import { PgClient } from "@effect/sql-pg"
 import { BigDecimal, Clock, Config, Effect, Option } from "effect"
 import { dec, sqlDec } from "../../src/lib/Money.js"
 import { actorOf, BudgetLedger } from "../BudgetLedger.js"
+import { DisplayLedger } from "../DisplayLedger.js"
 import type { EndUserPrincipal } from "../KeyAuth.js"
 import { PlatformWallet } from "../PlatformWallet.js"
+
+const ZERO = BigDecimal.make(0n, 0)
 
 export const meteringConfig = Config.all({
   freeCalls: Config.integer("GATEWAY_FREE_TOOL_CALLS").pipe(Config.withDefault(1000)),
@@ -30,9 +33,10 @@ export const makeMetering = Effect.gen(function*() {
   const sql = yield* PgClient.PgClient
   const ledger = yield* BudgetLedger
   const wallet = yield* PlatformWallet
+  const display = yield* DisplayLedger
   const config = yield* meteringConfig.pipe(Effect.orDie)
   const price = dec(config.price)
-  const billable = BigDecimal.greaterThan(price, BigDecimal.make(0n, 0))
+  const billable = BigDecimal.greaterThan(price, ZERO)
 
   /**
    * Counts one executed call and settles it when it is past the free tier. The counter row is
@@ -48,13 +52,18 @@ export const makeMetering = Effect.gen(function*() {
           VALUES (${principal.platformId}, ${monthOf(now)}::date, 1)
           ON CONFLICT (platform_id, month) DO UPDATE SET count = tool_call_counters.count + 1
           RETURNING count::text`
+        const budget = yield* ledger.lockCurrent(principal.platformId, principal.endUserId, now).pipe(
+          Effect.map((b) => b.is_active ? Option.some(b) : Option.none()),
+          Effect.catchTag("NotFound", () => Effect.succeed(Option.none()))
+        )
+        // The display rule `tool_call` applies to every invocation, free tier or not.
+        if (Option.isSome(budget)) {
+          const settings = yield* display.walletSettings(principal.platformId)
+          yield* display.charge(budget.value, settings, { costUsd: ZERO, inferenceCalls: 0, toolCalls: 1 })
+        }
         if (Number(counter!.count) <= config.freeCalls) return
         if (billable) {
-          const budget = yield* ledger.lockCurrent(principal.platformId, principal.endUserId, now).pipe(
-            Effect.map(Option.some),
-            Effect.catchTag("NotFound", () => Effect.succeed(Option.none()))
-          )
-          if (Option.isSome(budget) && budget.value.is_active) {
+          if (Option.isSome(budget)) {
             yield* ledger.debitLocked(budget.value, { amount: price, reason: "tool_call", metadata }, actorOf(principal), now)
           }
           yield* wallet.debit(principal.platformId, price, { ...metadata, request_type: "mcp_tool" })

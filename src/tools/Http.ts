@@ -1,21 +1,11 @@
-// Handlers of the tool-app endpoints on the API host, and {mcp_url} as clients see it.
+// Handlers of the tool-app endpoints on the API host.
 import { HttpApiBuilder, HttpServerRequest } from "@effect/platform"
-import { Config, Effect, Option } from "effect"
+import { Effect } from "effect"
 import { Unauthorized } from "../../schemas/Errors.js"
 import { ToolHost } from "../../layers/ToolHost.js"
 import { requireEndUser, requirePlatform } from "../http/Access.js"
 import { GatewayApi } from "../http/Api.js"
-import { Listeners } from "../Listeners.js"
-
-/** GATEWAY_MCP_PUBLIC_URL, else the tool listener's bound address, else 127.0.0.1:MCP_PORT. */
-export const mcpPublicUrl = Effect.gen(function*() {
-  const configured = yield* Config.option(Config.string("GATEWAY_MCP_PUBLIC_URL")).pipe(Effect.orDie)
-  if (Option.isSome(configured) && configured.value !== "") return configured.value.replace(/\/+$/, "")
-  const bound = (yield* (yield* Listeners).all).tools
-  if (bound !== undefined) return bound
-  const port = yield* Config.integer("MCP_PORT").pipe(Config.withDefault(8081), Effect.orDie)
-  return `http://127.0.0.1:${port}`
-})
+import { Listeners, mcpPublicUrl } from "../Listeners.js"
 
 export const ToolsLive = HttpApiBuilder.group(GatewayApi, "tools", (handlers) =>
   Effect.gen(function*() {

@@ -17,7 +17,7 @@ import { KeyAuth } from "../../layers/KeyAuth.js"
 import { ToolHost } from "../../layers/ToolHost.js"
 import { host } from "../http/Server.js"
 import { recordAddress } from "../Listeners.js"
-import { mcpPublicUrl } from "./Http.js"
+import { mcpPublicUrl } from "../Listeners.js"
 
 /** MCP messages are small; the SDK's own default bound. */
 const MAX_MCP_BODY_BYTES = 4 * 1024 * 1024
