@@ -16,6 +16,7 @@ import { isUuid } from "../src/lib/Ids.js"
 import { dec, sqlDec } from "../src/lib/Money.js"
 import { offsetOf, paginate } from "../src/lib/Pagination.js"
 import { currentPeriodStart } from "../src/lib/Periods.js"
+import { isUniqueViolation } from "../src/lib/SqlErrors.js"
 import type { Principal } from "./KeyAuth.js"
 import { type BudgetEventType, WebhookOutbox } from "./WebhookOutbox.js"
 
@@ -271,10 +272,24 @@ export class BudgetLedger extends Effect.Service<BudgetLedger>()("gateway/Budget
       }).pipe(
         sql.withTransaction,
         Effect.catchTag("SqlError", (e) =>
-          (e.cause as { code?: string } | undefined)?.code === "23505"
+          isUniqueViolation(e)
             ? new Conflict({ code: "conflict", message: "This end user already has a budget" })
             : Effect.die(e))
       )
+
+    /**
+     * For admission: the live budget without a row lock (so concurrent calls of one user do not
+     * queue behind each other); only when a period reset is due does it take the locked path.
+     */
+    const peek = (platformId: string, endUserId: string) =>
+      Effect.gen(function*() {
+        const at = yield* now
+        const [row] = yield* sql<BudgetRow>`SELECT * FROM budgets
+          WHERE end_user_id = ${endUserId} AND platform_id = ${platformId} AND deleted_at IS NULL`.pipe(Effect.orDie)
+        if (row === undefined) return Option.none<BudgetRow>()
+        if (currentPeriodStart(row.period, row.period_anchor, at).getTime() <= row.period_start.getTime()) return Option.some(row)
+        return Option.some(yield* get(platformId, endUserId))
+      })
 
     /** GET: the live budget, reset first when its period has elapsed. */
     const get = (platformId: string, endUserId: string) =>
@@ -469,6 +484,7 @@ export class BudgetLedger extends Effect.Service<BudgetLedger>()("gateway/Budget
       debit,
       debitLocked,
       lockCurrent,
+      peek,
       transactions,
       list,
       findLive,

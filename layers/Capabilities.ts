@@ -25,6 +25,7 @@ import { Forbidden, NotFound, PaymentRequired } from "../schemas/Errors.js"
 import { CapabilityPolicy } from "../schemas/Platforms.js"
 import { isUuid } from "../src/lib/Ids.js"
 import { dec, sqlDec } from "../src/lib/Money.js"
+import { isQueryCanceled } from "../src/lib/SqlErrors.js"
 import { allowPrivateUrls } from "../src/lib/SsrfGuard.js"
 import { actorOf, BudgetLedger, type BudgetRow } from "./BudgetLedger.js"
 import { callProvider, type CallOutcome } from "./capabilities/ProviderCall.js"
@@ -506,7 +507,12 @@ export class Capabilities extends Effect.Service<Capabilities>()("gateway/Capabi
             ${s.error}, 'none', ${charge ? "billed" : "not_billed"},
             ${sql.json({ ...metadata, final_state: s.state, http_status: s.status })}, ${at})`
         return { state: s.state, charged: chargedEndUser, cost: charge ? s.cost : ZERO }
-      }).pipe(sql.withTransaction, Effect.orDie, Effect.withSpan("Capabilities.settle"))
+      }).pipe(
+        sql.withTransaction,
+        Effect.retry({ while: isQueryCanceled, times: 3 }),
+        Effect.orDie,
+        Effect.withSpan("Capabilities.settle")
+      )
 
     /** POST /v1/capabilities/run. */
     const run = (principal: Principal, body: RunRequest): Effect.Effect<RunResponse, Forbidden | NotFound | PaymentRequired> =>

@@ -15,6 +15,8 @@ import {
   ValidationError
 } from "../schemas/Errors.js"
 import { dec, sqlDec } from "../src/lib/Money.js"
+import { isQueryCanceled } from "../src/lib/SqlErrors.js"
+import { openHoldsUsd } from "./capabilities/Holds.js"
 import { actorOf, BudgetLedger, type BudgetRow } from "./BudgetLedger.js"
 import { DisplayLedger } from "./DisplayLedger.js"
 import type { EndUserPrincipal, PlatformPrincipal } from "./KeyAuth.js"
@@ -119,8 +121,8 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
     const checkSuspension = (caller: Caller) =>
       Effect.gen(function*() {
         if (caller._tag !== "EndUserKey") return Option.none<BudgetRow>()
-        const budget = yield* ledger.get(caller.platformId, caller.endUserId).pipe(
-          Effect.map((b) => b.is_active ? Option.some(b) : Option.none<BudgetRow>()),
+        const budget = yield* ledger.peek(caller.platformId, caller.endUserId).pipe(
+          Effect.map(Option.filter((b) => b.is_active)),
           Effect.catchTag("NotFound", () => Effect.succeed(Option.none<BudgetRow>()))
         )
         if (Option.isSome(budget) && budget.value.is_suspended) {
@@ -135,7 +137,10 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
         if (caller._tag !== "EndUserKey") return null
         const displaySettings = yield* display.walletSettings(caller.platformId)
         if (Option.isNone(budget)) return displaySettings
-        if (BigDecimal.lessThanOrEqualTo(BigDecimal.subtract(dec(budget.value.max_usd), dec(budget.value.used_usd)), ZERO)) {
+        // Open capability holds are reserved money: they count against remaining_usd.
+        const held = yield* Effect.provideService(openHoldsUsd(budget.value.id), PgClient.PgClient, sql)
+        const remaining = BigDecimal.subtract(BigDecimal.subtract(dec(budget.value.max_usd), dec(budget.value.used_usd)), held)
+        if (BigDecimal.lessThanOrEqualTo(remaining, ZERO)) {
           return yield* new PaymentRequired({ code: "budget_exhausted", param: "usd_ledger", message: "The USD budget is exhausted" })
         }
         if (display.exhausted(budget.value, displaySettings)) {
@@ -245,7 +250,7 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
               ${outcome.usage.total_tokens}, ${Math.max(0, now.getTime() - admitted.startedAt)}, ${sqlDec(cost)},
               ${outcome.status}, ${outcome.errorMessage}, ${outcome.method}, ${billable ? "billed" : "not_billed"},
               ${sql.json({ request_id: admitted.requestId, stream: admitted.request.stream === true })}, ${now})`
-        }).pipe(sql.withTransaction, Effect.orDie)
+        }).pipe(sql.withTransaction, Effect.retry({ while: isQueryCanceled, times: 3 }), Effect.orDie)
         if (caller._tag === "EndUserKey") {
           yield* limiter.settle(caller.endUserId, admitted.limits, admitted.promptEstimate, outcome.usage.total_tokens)
         }

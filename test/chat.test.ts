@@ -212,6 +212,22 @@ describe("pre-flight checks", () => {
     upstreamUntouched()
   })
 
+  it("4b. an open capability hold counts against remaining_usd", async () => {
+    upstream.reset()
+    const t = await tenant({ budget: { max_usd: 1 } })
+    const { rows: [budget] } = await gw.db.pool.query("SELECT id FROM budgets WHERE end_user_id = $1", [t.endUserId])
+    const { rows: [provider] } = await gw.db.pool.query("SELECT id, capability_id FROM capability_providers LIMIT 1")
+    await gw.db.pool.query(
+      `INSERT INTO capability_runs (platform_id, end_user_id, budget_id, capability_id, provider_id, hold_usd, expires_at)
+       VALUES ($1, $2, $3, $4, $5, 1, now() + interval '1 hour')`,
+      [t.platformId, t.endUserId, budget.id, provider.capability_id, provider.id]
+    )
+    const res = await ask(t)
+    expect(res.status).toBe(402)
+    expect(res.body.error).toMatchObject({ code: "budget_exhausted", param: "usd_ledger" })
+    upstreamUntouched()
+  })
+
   it("5. platform wallet below the estimate: 402 wallet_insufficient", async () => {
     upstream.reset()
     const t = await tenant({ wallet: 0 })

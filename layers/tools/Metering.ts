@@ -5,6 +5,7 @@
 import { PgClient } from "@effect/sql-pg"
 import { BigDecimal, Clock, Config, Effect, Option } from "effect"
 import { dec, sqlDec } from "../../src/lib/Money.js"
+import { isQueryCanceled } from "../../src/lib/SqlErrors.js"
 import { actorOf, BudgetLedger } from "../BudgetLedger.js"
 import { DisplayLedger } from "../DisplayLedger.js"
 import type { EndUserPrincipal } from "../KeyAuth.js"
@@ -74,7 +75,7 @@ export const makeMetering = Effect.gen(function*() {
           VALUES (${principal.platformId}, ${principal.endUserId}, 'mcp_tool', NULL, NULL, NULL, NULL, 0, 0, 0,
             ${Math.max(0, Math.round(call.latencyMs))}, ${sqlDec(price)}, ${call.status}, ${call.errorMessage}, 'none',
             ${billable ? "billed" : "not_billed"}, ${sql.json({ app_slug: call.appSlug, tool: call.tool })}, ${now})`
-      }).pipe(sql.withTransaction, Effect.orDie)
+      }).pipe(sql.withTransaction, Effect.retry({ while: isQueryCanceled, times: 3 }), Effect.orDie)
     }).pipe(
       // Like inference settlement: the call already happened, so a failure here is logged, not
       // shown to the caller, and the settlement is never cut half-way by an interruption.
