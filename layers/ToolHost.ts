@@ -10,6 +10,7 @@ import { allowPrivateUrls, checkUrl } from "../src/lib/SsrfGuard.js"
 import { Crypto } from "./Crypto.js"
 import type { EndUserPrincipal } from "./KeyAuth.js"
 import { appOf, findTool, listingOf, loadAppUrls, type ToolListing } from "./tools/Catalog.js"
+import { makePersonalTools } from "./tools/Personal.js"
 import { makeMcpSessions } from "./tools/McpSessions.js"
 import { makeMetering } from "./tools/Metering.js"
 import { authorizeLocation, newCodeVerifier, OAuthError, requestTokens, type TokenSet } from "./tools/OAuth.js"
@@ -17,6 +18,9 @@ import { toolApps } from "./toolapps/Registry.js"
 import type { ToolApp, ToolResult } from "./toolapps/ToolApp.js"
 
 export type { ToolListing } from "./tools/Catalog.js"
+
+/** The app slug of the per-user tool URL `{mcp_url}/mcp` (skills, capability agent tools). */
+export const PERSONAL = ""
 
 /** OAuth state lifetime (DESIGN section 5: signed, single use, 10 minutes). */
 const STATE_TTL_MS = 10 * 60_000
@@ -419,13 +423,20 @@ export class ToolHost extends Effect.Service<ToolHost>()("gateway/ToolHost", {
 
     // --- MCP sessions ---------------------------------------------------------------------
 
+    // The per-user tool URL (/mcp, no app slug): skills and capability agent tools.
+    const personal = yield* makePersonalTools
+    const callPersonal = (principal: EndUserPrincipal, name: string, args: Readonly<Record<string, unknown>>) =>
+      personal.call(principal, name, args).pipe(Effect.tap(() => metering.displayOnly(principal)))
+
     const sessions = makeMcpSessions(Duration.toMillis(sessionTtl), {
-      listTools: (principal, slug) => runPromise(listTools(principal, slug)),
+      listTools: (principal, slug) => runPromise(slug === PERSONAL ? personal.list(principal) : listTools(principal, slug)),
       callTool: (principal, slug, name, args) =>
-        runPromise(callTool(principal, slug, name, args).pipe(
-          // The app was deactivated while the session was open.
-          Effect.catchTag("NotFound", (e) => Effect.succeed(text(e.message, true)))
-        ))
+        runPromise(
+          slug === PERSONAL ? callPersonal(principal, name, args) : callTool(principal, slug, name, args).pipe(
+            // The app was deactivated while the session was open.
+            Effect.catchTag("NotFound", (e) => Effect.succeed(text(e.message, true)))
+          )
+        )
     })
     const reapEvery = Duration.min(sessionTtl, Duration.seconds(30))
     yield* sessions.reap.pipe(
@@ -438,7 +449,9 @@ export class ToolHost extends Effect.Service<ToolHost>()("gateway/ToolHost", {
 
     /** One MCP HTTP request of an authenticated end user; NotFound when the app is not active. */
     const handleMcp = (principal: EndUserPrincipal, slug: string, request: Request, parsedBody: unknown) =>
-      Effect.zipRight(activeApp(principal.platformId, slug), sessions.handle(principal, slug, request, parsedBody))
+      slug === PERSONAL
+        ? sessions.handle(principal, slug, request, parsedBody)
+        : Effect.zipRight(activeApp(principal.platformId, slug), sessions.handle(principal, slug, request, parsedBody))
 
     return {
       activate,

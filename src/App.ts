@@ -33,9 +33,9 @@ import { TracingLive } from "./Tracing.js"
 export type Role = "all" | "api" | "tools"
 
 /** Domain services over a SqlClient; tests swap pieces of this. */
-export const ServicesLive = Layer.mergeAll(Platforms.Default, EndUsers.Default, Responses.Default, Capabilities.Default).pipe(
+export const ServicesLive = Layer.mergeAll(Platforms.Default, EndUsers.Default, Responses.Default).pipe(
   Layer.provideMerge(Layer.mergeAll(Inference.Default, ToolHost.Default)),
-  Layer.provideMerge(Layer.mergeAll(DisplayLedger.Default, Skills.Default)),
+  Layer.provideMerge(Layer.mergeAll(DisplayLedger.Default, Skills.Default, Capabilities.Default)),
   Layer.provideMerge(Layer.mergeAll(ProviderRouter.Default, RateLimiter.layerFromConfig, UpstreamAdapters.layer, RateLimitSettings.Default)),
   Layer.provideMerge(Layer.mergeAll(ApiKeys.Default, BudgetLedger.Default, Idempotency.Default)),
   Layer.provideMerge(Layer.mergeAll(ModelCatalog.Default, ProviderKeys.Default, PlatformWallet.Default, InferenceLogs.Default)),

@@ -84,5 +84,23 @@ export const makeMetering = Effect.gen(function*() {
       Effect.withSpan("ToolHost.meter", { attributes: { "tool.app": call.appSlug, "tool.name": call.tool } })
     )
 
-  return { record } as const
+  /** Skill tools are not metered, but the display rule `tool_call` applies to them too. */
+  const displayOnly = (principal: EndUserPrincipal) =>
+    Effect.gen(function*() {
+      const now = new Date(yield* Clock.currentTimeMillis)
+      const budget = yield* ledger.lockCurrent(principal.platformId, principal.endUserId, now).pipe(
+        Effect.map((b) => b.is_active ? Option.some(b) : Option.none()),
+        Effect.catchTag("NotFound", () => Effect.succeed(Option.none()))
+      )
+      if (Option.isNone(budget)) return
+      const settings = yield* display.walletSettings(principal.platformId)
+      yield* display.charge(budget.value, settings, { costUsd: ZERO, inferenceCalls: 0, toolCalls: 1 })
+    }).pipe(
+      sql.withTransaction,
+      Effect.retry({ while: isQueryCanceled, times: 3 }),
+      Effect.catchAllCause((cause) => Effect.logError("tool call display charge failed", cause)),
+      Effect.uninterruptible
+    )
+
+  return { displayOnly, record } as const
 })

@@ -157,6 +157,9 @@ export const ToolRouter = HttpRouter.empty.pipe(
   HttpRouter.get("/apps", handled(listApps)),
   HttpRouter.get("/connections", handled(listConnections)),
   HttpRouter.del("/connections/:app", handled(disconnect)),
+  HttpRouter.post("/mcp", handled(mcp)),
+  HttpRouter.get("/mcp", handled(mcp)),
+  HttpRouter.del("/mcp", handled(mcp)),
   HttpRouter.post("/mcp/:app_slug", handled(mcp)),
   HttpRouter.get("/mcp/:app_slug", handled(mcp)),
   HttpRouter.del("/mcp/:app_slug", handled(mcp))
