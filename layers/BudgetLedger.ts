@@ -191,10 +191,15 @@ export class BudgetLedger extends Effect.Service<BudgetLedger>()("gateway/Budget
      */
     const lockCurrent = (platformId: string, endUserId: string, at: Date) =>
       Effect.gen(function*() {
-        yield* requireEndUser(platformId, endUserId)
-        const [row] = yield* sql<BudgetRow>`SELECT * FROM budgets
-          WHERE end_user_id = ${endUserId} AND platform_id = ${platformId} AND deleted_at IS NULL FOR UPDATE`
-        if (row === undefined) return yield* noBudget
+        const [row] = isUuid(endUserId)
+          ? yield* sql<BudgetRow>`SELECT * FROM budgets
+              WHERE end_user_id = ${endUserId} AND platform_id = ${platformId} AND deleted_at IS NULL FOR UPDATE`
+          : []
+        if (row === undefined) {
+          // Tell "no such user" from "no budget" only on the way out.
+          yield* requireEndUser(platformId, endUserId)
+          return yield* noBudget
+        }
         return yield* resetIfDue(row, at)
       })
 

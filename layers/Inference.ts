@@ -16,13 +16,14 @@ import {
 } from "../schemas/Errors.js"
 import { dec, sqlDec } from "../src/lib/Money.js"
 import { isQueryCanceled } from "../src/lib/SqlErrors.js"
-import { openHoldsUsd } from "./capabilities/Holds.js"
+import { currentPeriodStart } from "../src/lib/Periods.js"
+import { type AdmissionSnapshot, loadAdmissionSnapshot } from "./AdmissionSnapshot.js"
+import { ProviderKeys } from "./ProviderKeys.js"
 import { actorOf, BudgetLedger, type BudgetRow } from "./BudgetLedger.js"
 import { DisplayLedger } from "./DisplayLedger.js"
 import type { EndUserPrincipal, PlatformPrincipal } from "./KeyAuth.js"
 import { PlatformWallet } from "./PlatformWallet.js"
 import { type Candidate, orderCandidates, ProviderRouter } from "./ProviderRouter.js"
-import { RateLimitSettings } from "./RateLimitSettings.js"
 import { RateLimiter, type RateLimitExceeded, type RateLimits, type RateLimitState } from "./RateLimiter.js"
 import { countPromptTokens, countTextTokens } from "./Tokenizer.js"
 import { UpstreamAdapters } from "./upstream/Adapters.js"
@@ -63,6 +64,7 @@ export interface Outcome {
 }
 
 const ZERO = BigDecimal.make(0n, 0)
+const NO_LIMITS: RateLimits = { rpm: null, tpm: null, rpd: null }
 
 /** tokens x price per million tokens, exact. */
 const perMillion = (tokens: number, usdPerMtok: BigDecimal.BigDecimal) =>
@@ -82,18 +84,17 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
     const wallet = yield* PlatformWallet
     const limiter = yield* RateLimiter
     const adapters = yield* UpstreamAdapters
-    const limitSettings = yield* RateLimitSettings
+    const keys = yield* ProviderKeys
     const display = yield* DisplayLedger
     // Per upstream attempt, until the answer (or the stream's headers) arrives.
     const attemptTimeoutMs = yield* Config.integer("GATEWAY_UPSTREAM_TIMEOUT_MS").pipe(Config.withDefault(60_000))
 
     /** Check 1: the model exists for this platform and the key may do inference. */
-    const checkModel = (caller: Caller, request: ChatRequest) =>
+    const checkModel = (caller: Caller, request: ChatRequest, candidates: ReadonlyArray<Candidate>) =>
       Effect.gen(function*() {
         if (!caller.scopes.includes("inference")) {
           return yield* new Forbidden({ code: "insufficient_scope", message: "This key lacks the inference scope" })
         }
-        const candidates = yield* router.candidates(caller.platformId, request.model)
         if (candidates.length === 0) {
           return yield* new NotFound({ code: "model_not_found", param: "model", message: `The model '${request.model}' does not exist or is not enabled` })
         }
@@ -105,87 +106,101 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
             message: "max_tokens must be at least 16 for this model"
           })
         }
-        return { candidates, maxTokens }
+        return maxTokens
       }).pipe(Effect.withSpan("preflight.model"))
 
-    /** Check 2: the end user's rate limits (a refusal stays RateLimitExceeded: 429 + retry-after). */
-    const checkRateLimit = (caller: Caller, promptEstimate: number) =>
+    /**
+     * Check 2: the end user's limits (their override, else the platform default, else none). A
+     * refusal stays RateLimitExceeded: the handler turns it into 429 + retry-after.
+     */
+    const checkRateLimit = (caller: Caller, snapshot: AdmissionSnapshot, promptEstimate: number) =>
       Effect.gen(function*() {
-        if (caller._tag !== "EndUserKey") return { limits: { rpm: null, tpm: null, rpd: null } as RateLimits, rateLimit: null }
-        const effective = yield* limitSettings.effective(caller.platformId, caller.endUserId)
-        const limits: RateLimits = { rpm: effective.rpm_limit, tpm: effective.tpm_limit, rpd: effective.rpd_limit }
+        if (caller._tag !== "EndUserKey") return { limits: NO_LIMITS, rateLimit: null }
+        const defaults = snapshot.settings.default_rate_limits
+        const limits: RateLimits = snapshot.override ?? {
+          rpm: defaults?.rpm_limit ?? null,
+          tpm: defaults?.tpm_limit ?? null,
+          rpd: defaults?.rpd_limit ?? null
+        }
         return { limits, rateLimit: yield* limiter.admit(caller.endUserId, limits, promptEstimate) }
       }).pipe(Effect.withSpan("preflight.rate_limit"))
 
     /** Check 3: the live, active budget (after a due period reset) is not suspended. */
-    const checkSuspension = (caller: Caller) =>
+    const checkSuspension = (caller: Caller, snapshot: AdmissionSnapshot) =>
       Effect.gen(function*() {
-        if (caller._tag !== "EndUserKey") return Option.none<BudgetRow>()
-        const budget = yield* ledger.peek(caller.platformId, caller.endUserId).pipe(
-          Effect.map(Option.filter((b) => b.is_active)),
-          Effect.catchTag("NotFound", () => Effect.succeed(Option.none<BudgetRow>()))
-        )
-        if (Option.isSome(budget) && budget.value.is_suspended) {
+        const row = snapshot.budget
+        if (caller._tag !== "EndUserKey" || row === null) return null
+        // A period boundary passed: take the locked path that resets it first (rare).
+        const current = currentPeriodStart(row.period, row.period_anchor, new Date(yield* Clock.currentTimeMillis)).getTime() > row.period_start.getTime()
+          ? yield* ledger.get(caller.platformId, caller.endUserId).pipe(Effect.catchTag("NotFound", () => Effect.succeed(null)))
+          : row
+        if (current === null || !current.is_active) return null
+        if (current.is_suspended) {
           return yield* new PaymentRequired({ code: "budget_suspended", param: "budget", message: "The budget is suspended" })
         }
-        return budget
+        return current
       }).pipe(Effect.withSpan("preflight.suspension"))
 
-    /** Check 4: remaining > 0 on the USD ledger, then on the display ledger while it is enabled. */
-    const checkBudget = (caller: Caller, budget: Option.Option<BudgetRow>) =>
+    /** Check 4: remaining > 0 on the USD ledger (open capability holds count), then on the display ledger. */
+    const checkBudget = (budget: BudgetRow | null, snapshot: AdmissionSnapshot) =>
       Effect.gen(function*() {
-        if (caller._tag !== "EndUserKey") return null
-        const displaySettings = yield* display.walletSettings(caller.platformId)
-        if (Option.isNone(budget)) return displaySettings
-        // Open capability holds are reserved money: they count against remaining_usd.
-        const held = yield* Effect.provideService(openHoldsUsd(budget.value.id), PgClient.PgClient, sql)
-        const remaining = BigDecimal.subtract(BigDecimal.subtract(dec(budget.value.max_usd), dec(budget.value.used_usd)), held)
+        if (budget === null) return
+        const remaining = BigDecimal.subtract(BigDecimal.subtract(dec(budget.max_usd), dec(budget.used_usd)), snapshot.held)
         if (BigDecimal.lessThanOrEqualTo(remaining, ZERO)) {
           return yield* new PaymentRequired({ code: "budget_exhausted", param: "usd_ledger", message: "The USD budget is exhausted" })
         }
-        if (display.exhausted(budget.value, displaySettings)) {
+        if (display.exhausted(budget, snapshot.settings.end_user_wallet ?? null)) {
           return yield* new PaymentRequired({ code: "budget_exhausted", param: "display_ledger", message: "The display balance is exhausted" })
         }
-        return displaySettings
       }).pipe(Effect.withSpan("preflight.budget"))
 
     /** Check 5: the platform wallet covers the estimate (priced at the dearest candidate). */
-    const checkWallet = (caller: Caller, candidates: ReadonlyArray<Candidate>, promptEstimate: number, maxTokens: number | undefined) =>
+    const checkWallet = (snapshot: AdmissionSnapshot, promptEstimate: number, maxTokens: number | undefined) =>
       Effect.gen(function*() {
         const estimate = BigDecimal.sum(
-          perMillion(promptEstimate, maxBy(candidates.map((c) => c.inputUsdPerMtok))),
-          perMillion(maxTokens ?? DEFAULT_MAX_TOKENS, maxBy(candidates.map((c) => c.outputUsdPerMtok)))
+          perMillion(promptEstimate, maxBy(snapshot.candidates.map((c) => c.inputUsdPerMtok))),
+          perMillion(maxTokens ?? DEFAULT_MAX_TOKENS, maxBy(snapshot.candidates.map((c) => c.outputUsdPerMtok)))
         )
-        if (!(yield* wallet.covers(caller.platformId, estimate))) {
+        if (BigDecimal.lessThan(snapshot.walletBalance, estimate)) {
           return yield* new PaymentRequired({
             code: "wallet_insufficient",
             param: "platform_wallet",
             message: `The platform wallet cannot cover the estimated cost (${BigDecimal.format(estimate)} USD)`
           })
         }
-      }).pipe(Effect.withSpan("preflight.wallet", { attributes: { "platform.id": caller.platformId } }))
+      }).pipe(Effect.withSpan("preflight.wallet"))
 
-    /** The five checks, in the spec's order; nothing here calls an upstream or moves money. */
+    /**
+     * The five checks, in the spec's order, on one snapshot read in a single round trip;
+     * nothing here calls an upstream or moves money.
+     */
     const admit = (caller: Caller, request: ChatRequest, requestType: RequestType = "chat.completion") =>
       Effect.gen(function*() {
         const startedAt = yield* Clock.currentTimeMillis
-        const { candidates, maxTokens } = yield* checkModel(caller, request)
+        const snapshot = yield* loadAdmissionSnapshot(
+          sql,
+          keys.reveal,
+          caller.platformId,
+          caller._tag === "EndUserKey" ? caller.endUserId : null,
+          request.model
+        )
+        const maxTokens = yield* checkModel(caller, request, snapshot.candidates)
         const promptEstimate = countPromptTokens(request.messages)
-        const { limits, rateLimit } = yield* checkRateLimit(caller, promptEstimate)
-        const budget = yield* checkSuspension(caller)
-        const displaySettings = yield* checkBudget(caller, budget)
-        yield* checkWallet(caller, candidates, promptEstimate, maxTokens)
+        const { limits, rateLimit } = yield* checkRateLimit(caller, snapshot, promptEstimate)
+        const budget = yield* checkSuspension(caller, snapshot)
+        yield* checkBudget(budget, snapshot)
+        yield* checkWallet(snapshot, promptEstimate, maxTokens)
         const admitted: Admitted = {
           requestId: `${requestType === "response" ? "resp_" : "chatcmpl-"}${randomUUID().replaceAll("-", "")}`,
           requestType,
           caller,
           request,
-          candidates: orderCandidates(candidates),
+          candidates: orderCandidates(snapshot.candidates),
           promptEstimate,
           tokenEstimate: promptEstimate + (maxTokens ?? 0),
           limits,
           rateLimit,
-          displaySettings,
+          displaySettings: caller._tag === "EndUserKey" ? snapshot.settings.end_user_wallet ?? null : null,
           startedAt
         }
         return admitted

@@ -24,7 +24,11 @@ export class PlatformWallet extends Effect.Service<PlatformWallet>()("gateway/Pl
         Effect.orDie
       )
 
-    /** Locks (creating when absent) and changes the balance; one wallet ledger row. */
+    /**
+     * Changes the balance and writes its wallet ledger row in ONE statement: the upsert locks the
+     * wallet row for the rest of the caller's transaction, so concurrent changes serialise and
+     * before/after values chain exactly.
+     */
     const change = (
       platformId: string,
       type: "topup" | "debit",
@@ -33,15 +37,17 @@ export class PlatformWallet extends Effect.Service<PlatformWallet>()("gateway/Pl
       metadata: Record<string, unknown>
     ) =>
       Effect.gen(function*() {
-        yield* sql`INSERT INTO platform_wallets (platform_id) VALUES (${platformId}) ON CONFLICT DO NOTHING`
-        const [before] = yield* sql<WalletRow>`SELECT balance_usd::text, updated_at FROM platform_wallets
-          WHERE platform_id = ${platformId} FOR UPDATE`
-        const delta = type === "topup" ? amount : BigDecimal.negate(amount)
-        const after = BigDecimal.sum(dec(before!.balance_usd), delta)
-        const [row] = yield* sql<WalletRow>`UPDATE platform_wallets SET balance_usd = ${sqlDec(after)}, updated_at = now()
-          WHERE platform_id = ${platformId} RETURNING balance_usd::text, updated_at`
-        yield* sql`INSERT INTO platform_wallet_transactions (platform_id, type, amount_usd, balance_before, balance_after, reason, metadata)
-          VALUES (${platformId}, ${type}, ${sqlDec(amount)}, ${before!.balance_usd}, ${sqlDec(after)}, ${reason}, ${sql.json(metadata)})`
+        const delta = sqlDec(type === "topup" ? amount : BigDecimal.negate(amount))
+        const [row] = yield* sql<WalletRow>`WITH w AS (
+            INSERT INTO platform_wallets (platform_id, balance_usd) VALUES (${platformId}, ${delta})
+            ON CONFLICT (platform_id) DO UPDATE
+              SET balance_usd = platform_wallets.balance_usd + ${delta}, updated_at = now()
+            RETURNING balance_usd, updated_at),
+          t AS (
+            INSERT INTO platform_wallet_transactions (platform_id, type, amount_usd, balance_before, balance_after, reason, metadata)
+            SELECT ${platformId}, ${type}, ${sqlDec(amount)}, w.balance_usd - ${delta}::numeric, w.balance_usd, ${reason}, ${sql.json(metadata)}
+            FROM w)
+          SELECT balance_usd::text, updated_at FROM w`
         return view(row)
       })
 

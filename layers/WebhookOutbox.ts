@@ -189,17 +189,22 @@ export class WebhookOutbox extends Effect.Service<WebhookOutbox>()("gateway/Webh
       Effect.gen(function*() {
         const envelope = buildEnvelope(eventType, data, createdAt)
         // Endpoints without a list get every type except the opt-in, high-volume debits.
-        const deliveries = yield* sql`WITH ev AS (
+        // The event row is written only when some endpoint wants it: most budget.debited events
+        // (one per inference call) have no subscriber and cost one cheap read.
+        const deliveries = yield* sql`WITH eps AS (
+            SELECT ep.id FROM webhook_endpoints ep
+            WHERE ep.platform_id = ${data.platform_id} AND ep.is_active
+              AND CASE WHEN ep.event_types IS NULL THEN ${eventType} <> 'budget.debited'
+                       ELSE ${eventType} = ANY(ep.event_types) END),
+          ev AS (
             INSERT INTO webhook_events (event_id, platform_id, event_type, payload, created_at)
-            VALUES (${envelope.event_id}, ${data.platform_id}, ${eventType}, ${JSON.stringify(envelope)}::jsonb, ${createdAt})
+            SELECT ${envelope.event_id}, ${data.platform_id}, ${eventType}, ${JSON.stringify(envelope)}::jsonb, ${createdAt}
+            WHERE EXISTS (SELECT 1 FROM eps)
             ON CONFLICT (event_id) DO NOTHING
             RETURNING id)
           INSERT INTO webhook_deliveries (event_id, endpoint_id, next_attempt_at)
-          SELECT ev.id, ep.id, now() + ${firstDelayMs}::double precision * interval '1 millisecond'
-          FROM ev CROSS JOIN webhook_endpoints ep
-          WHERE ep.platform_id = ${data.platform_id} AND ep.is_active
-            AND CASE WHEN ep.event_types IS NULL THEN ${eventType} <> 'budget.debited'
-                     ELSE ${eventType} = ANY(ep.event_types) END
+          SELECT ev.id, eps.id, now() + ${firstDelayMs}::double precision * interval '1 millisecond'
+          FROM ev CROSS JOIN eps
           ON CONFLICT (event_id, endpoint_id) DO NOTHING
           RETURNING id`
         // Delivered by Postgres at commit, so dispatchers never wake for a rolled-back event. The
