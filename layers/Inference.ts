@@ -285,11 +285,17 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
 
     /** Non-streaming: route with failover, settle with the reported usage. */
     const complete = (admitted: Admitted): Effect.Effect<ChatCompletion, BadGateway | GatewayTimeout> =>
-      Effect.gen(function*() {
-        const { value, candidate } = yield* router.route(admitted.candidates, (c) => adapters.get(c.kind).complete(callFor(admitted, c)))
-        yield* settle(admitted, { candidate, usage: value.usage, method: "reported", status: "success", errorMessage: null })
-        return { ...value, id: admitted.requestId, model: admitted.request.model }
-      })
+      // A client that leaves mid-call aborts the upstream request; but once the upstream has
+      // answered, the answer is settled even if the client is already gone.
+      Effect.uninterruptibleMask((restore) =>
+        Effect.gen(function*() {
+          const { value, candidate } = yield* restore(
+            router.route(admitted.candidates, (c) => adapters.get(c.kind).complete(callFor(admitted, c)))
+          )
+          yield* settle(admitted, { candidate, usage: value.usage, method: "reported", status: "success", errorMessage: null })
+          return { ...value, id: admitted.requestId, model: admitted.request.model }
+        })
+      )
 
     /**
      * Streaming: failover happens before the first byte; afterwards an upstream drop ends the
