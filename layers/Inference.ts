@@ -61,6 +61,8 @@ export interface Outcome {
   readonly method: "reported" | "estimated"
   readonly status: "success" | "interrupted" | "error"
   readonly errorMessage: string | null
+  /** Streams: milliseconds from admission to the first content. */
+  readonly timeToFirstTokenMs?: number | undefined
 }
 
 const ZERO = BigDecimal.make(0n, 0)
@@ -229,9 +231,17 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
           "gen_ai.usage.output_tokens": outcome.usage.completion_tokens,
           "gateway.cost_usd": BigDecimal.format(cost),
           "gateway.token_count_method": outcome.method,
+          ...(outcome.timeToFirstTokenMs === undefined ? {} : { "gen_ai.server.time_to_first_token_ms": outcome.timeToFirstTokenMs }),
           "platform.id": caller.platformId,
           ...(caller._tag === "EndUserKey" ? { "end_user.id": caller.endUserId } : {})
         })
+        // The first content as a span event at the moment it arrived (streams only).
+        if (outcome.timeToFirstTokenMs !== undefined) {
+          const at = BigInt(admitted.startedAt + outcome.timeToFirstTokenMs) * 1_000_000n
+          yield* Effect.option(Effect.currentSpan).pipe(
+            Effect.map((span) => span._tag === "Some" && span.value.event("gen_ai.first_token", at, { "gen_ai.server.time_to_first_token_ms": outcome.timeToFirstTokenMs ?? 0 }))
+          )
+        }
         const details = {
           request_id: admitted.requestId,
           model: admitted.request.model,
@@ -275,13 +285,18 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
         Effect.withSpan("Inference.settle")
       )
 
-    const callFor = (admitted: Admitted, candidate: Candidate) => ({
-      baseUrl: candidate.baseUrl,
-      apiKey: candidate.apiKey,
-      providerModelId: candidate.providerModelId,
-      request: admitted.request,
-      timeoutMs: attemptTimeoutMs
-    })
+    /** One upstream attempt's call; W3C traceparent names the attempt's span as the parent. */
+    const callFor = (admitted: Admitted, candidate: Candidate) =>
+      Effect.map(Effect.option(Effect.currentSpan), (span) => ({
+        baseUrl: candidate.baseUrl,
+        apiKey: candidate.apiKey,
+        providerModelId: candidate.providerModelId,
+        request: admitted.request,
+        timeoutMs: attemptTimeoutMs,
+        headers: span._tag === "Some"
+          ? { traceparent: `00-${span.value.traceId}-${span.value.spanId}-${span.value.sampled ? "01" : "00"}` }
+          : {}
+      }))
 
     /** Non-streaming: route with failover, settle with the reported usage. */
     const complete = (admitted: Admitted): Effect.Effect<ChatCompletion, BadGateway | GatewayTimeout> =>
@@ -290,7 +305,7 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
       Effect.uninterruptibleMask((restore) =>
         Effect.gen(function*() {
           const { value, candidate } = yield* restore(
-            router.route(admitted.candidates, (c) => adapters.get(c.kind).complete(callFor(admitted, c)))
+            router.route(admitted.candidates, (c) => Effect.flatMap(callFor(admitted, c), adapters.get(c.kind).complete))
           )
           yield* settle(admitted, { candidate, usage: value.usage, method: "reported", status: "success", errorMessage: null })
           return { ...value, id: admitted.requestId, model: admitted.request.model }
@@ -306,14 +321,15 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
       Effect.gen(function*() {
         const { value: chunks, candidate } = yield* router.route(
           admitted.candidates,
-          (c) => adapters.get(c.kind).stream(callFor(admitted, c))
+          (c) => Effect.flatMap(callFor(admitted, c), adapters.get(c.kind).stream)
         )
-        const state = { text: "", usage: null as Usage | null, dropped: false, done: false, created: 0 }
+        const state = { text: "", usage: null as Usage | null, dropped: false, done: false, created: 0, firstTokenAt: 0 }
         const includeUsage = admitted.request.stream_options?.include_usage === true
         const body = chunks.pipe(
           Stream.map((chunk): ChatChunk => {
             state.created = chunk.created
             for (const choice of chunk.choices) {
+              if (state.firstTokenAt === 0 && (choice.delta.content ?? "") !== "") state.firstTokenAt = Date.now()
               state.text += choice.delta.content ?? ""
               for (const call of choice.delta.tool_calls ?? []) state.text += call.function?.arguments ?? ""
               if (choice.finish_reason !== null) state.done = true
@@ -342,7 +358,8 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
               usage: { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion },
               method: state.usage !== null ? "reported" : "estimated",
               status: state.dropped ? "error" : state.usage !== null || state.done ? "success" : "interrupted",
-              errorMessage: state.dropped ? "upstream dropped mid-stream" : null
+              errorMessage: state.dropped ? "upstream dropped mid-stream" : null,
+              timeToFirstTokenMs: state.firstTokenAt === 0 ? undefined : state.firstTokenAt - admitted.startedAt
             })
           }))
         )

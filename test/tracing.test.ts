@@ -82,3 +82,44 @@ it("traces inference: admission with one span per pre-flight check, the upstream
   expect(admit.spanContext().traceId).toBe(server.spanContext().traceId)
   expect(JSON.stringify(spans.map((s) => s.attributes))).not.toContain("secret prompt text")
 })
+
+it("continues the client's W3C trace, sends traceparent upstream and marks a stream's first token", async () => {
+  const { startFakeOpenAi } = await import("./fakes/FakeOpenAi.js")
+  const upstream = await startFakeOpenAi()
+  try {
+    await gw.call("POST", "/v1/admin/providers", { key: gw.adminKey, body: { slug: "fake", kind: "openai", base_url: upstream.url } })
+    await gw.call("POST", "/v1/admin/models", {
+      key: gw.adminKey,
+      body: { slug: "fake-model", providers: [{ provider: "fake", provider_model_id: "f-1", input_usd_per_mtok: 1, output_usd_per_mtok: 1 }] }
+    })
+    const { platformId, platformKey } = await createPlatform(gw)
+    await gw.call("PUT", `/v1/platforms/${platformId}/provider-keys/fake`, { key: platformKey, body: { api_key: "k" } })
+    await gw.call("POST", `/v1/admin/platforms/${platformId}/platform-wallet/topup`, { key: gw.adminKey, body: { amount_usd: 1 } })
+    const eu = await createEndUser(gw, platformId, platformKey, "traced-stream")
+    exporter.reset()
+    const traceId = "4bf92f3577b34da6a3ce929d0e0e4736"
+    const res = await fetch(`${gw.baseUrl}/v1/chat/completions`, {
+      method: "POST",
+      headers: {
+        authorization: `Bearer ${eu.endUserKey}`,
+        "content-type": "application/json",
+        traceparent: `00-${traceId}-00f067aa0ba902b7-01`
+      },
+      body: JSON.stringify({ model: "fake-model", messages: [{ role: "user", content: "hi" }], stream: true })
+    })
+    await res.text()
+    await expect.poll(() => exporter.getFinishedSpans().some((s) => s.name === "Inference.settle")).toBe(true)
+    const spans = exporter.getFinishedSpans()
+    const server = spans.find((s) => s.name.startsWith("http.server"))!
+    expect(server.spanContext().traceId).toBe(traceId)
+    const sent = String(upstream.requests[0]!.headers.traceparent)
+    expect(sent).toMatch(new RegExp(`^00-${traceId}-[0-9a-f]{16}-01$`))
+    const attempt = spans.find((s) => s.name === "ProviderRouter.attempt")!
+    expect(sent.split("-")[2]).toBe(attempt.spanContext().spanId)
+    const settle = spans.find((s) => s.name === "Inference.settle")!
+    expect(settle.events.map((e) => e.name)).toContain("gen_ai.first_token")
+    expect(Number(settle.attributes["gen_ai.server.time_to_first_token_ms"])).toBeGreaterThanOrEqual(0)
+  } finally {
+    await upstream.close()
+  }
+})
