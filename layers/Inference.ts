@@ -2,7 +2,7 @@
 // spec's order as a typed error channel (none reaches the upstream), then routing with failover,
 // then settlement in one transaction: budget debit row, platform wallet debit, inference log.
 import { PgClient } from "@effect/sql-pg"
-import { BigDecimal, Clock, Config, Effect, Option, Stream } from "effect"
+import { BigDecimal, Clock, Config, Effect, Metric, Option, Stream } from "effect"
 import { randomUUID } from "node:crypto"
 import type { ChatChunk, ChatCompletion, ChatRequest, Usage } from "../schemas/Chat.js"
 import type { PlatformSettings } from "../schemas/Platforms.js"
@@ -22,6 +22,7 @@ import { ProviderKeys } from "./ProviderKeys.js"
 import { actorOf, BudgetLedger, type BudgetRow } from "./BudgetLedger.js"
 import { DisplayLedger } from "./DisplayLedger.js"
 import type { EndUserPrincipal, PlatformPrincipal } from "./KeyAuth.js"
+import { costUsd, inferenceDuration, inferenceRequests, preflightRejections, tokensUsed } from "./Metrics.js"
 import { PlatformWallet } from "./PlatformWallet.js"
 import { type Candidate, orderCandidates, ProviderRouter } from "./ProviderRouter.js"
 import { RateLimiter, type RateLimitExceeded, type RateLimits, type RateLimitState } from "./RateLimiter.js"
@@ -206,14 +207,30 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
           startedAt
         }
         return admitted
-      }).pipe(Effect.withSpan("Inference.admit", {
+      }).pipe(
+        Effect.tapError((e) =>
+          Metric.increment(Metric.tagged(preflightRejections, "code", "code" in e ? e.code : "rate_limit_exceeded"))),
+        Effect.withSpan("Inference.admit", {
         attributes: {
           "gen_ai.operation.name": requestType === "response" ? "responses" : "chat",
           "gen_ai.request.model": request.model,
           "platform.id": caller.platformId,
           ...(caller._tag === "EndUserKey" ? { "end_user.id": caller.endUserId } : {})
         }
-      }))
+      })
+      )
+
+    const recordMetrics = (admitted: Admitted, outcome: Outcome, cost: BigDecimal.BigDecimal, durationMs: number) => {
+      const operation = admitted.requestType === "response" ? "responses" : "chat"
+      const model = admitted.request.model
+      return Effect.all([
+        Metric.increment(Metric.tagged(Metric.tagged(inferenceRequests, "operation", operation), "status", outcome.status)),
+        Metric.update(Metric.tagged(inferenceDuration, "operation", operation), durationMs),
+        Metric.incrementBy(Metric.tagged(Metric.tagged(tokensUsed, "gen_ai.token.type", "input"), "gen_ai.request.model", model), outcome.usage.prompt_tokens),
+        Metric.incrementBy(Metric.tagged(Metric.tagged(tokensUsed, "gen_ai.token.type", "output"), "gen_ai.request.model", model), outcome.usage.completion_tokens),
+        Metric.incrementBy(Metric.tagged(costUsd, "gen_ai.request.model", model), BigDecimal.unsafeToNumber(cost))
+      ], { discard: true })
+    }
 
     /** One transaction: budget debit row, wallet debit, log row. Never interrupted half-way. */
     const settle = (admitted: Admitted, outcome: Outcome) =>
@@ -242,6 +259,7 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
             Effect.map((span) => span._tag === "Some" && span.value.event("gen_ai.first_token", at, { "gen_ai.server.time_to_first_token_ms": outcome.timeToFirstTokenMs ?? 0 }))
           )
         }
+        yield* recordMetrics(admitted, outcome, cost, now.getTime() - admitted.startedAt)
         const details = {
           request_id: admitted.requestId,
           model: admitted.request.model,

@@ -2,7 +2,7 @@
 // delivered (Standard Webhooks signature, retried by GATEWAY_WEBHOOK_RETRY_SCHEDULE) by a
 // dispatcher that several instances may run at once. WebhookEndpoints: the tenant's endpoints.
 import { PgClient } from "@effect/sql-pg"
-import { BigDecimal, Clock, Effect, Option, Queue, Schema, Stream } from "effect"
+import { BigDecimal, Clock, Effect, Metric, Option, Queue, Schema, Stream } from "effect"
 import { createHmac, randomBytes } from "node:crypto"
 import * as http from "node:http"
 import * as https from "node:https"
@@ -21,6 +21,7 @@ import { offsetOf, paginate } from "../src/lib/Pagination.js"
 import { nextDelay, retryScheduleConfig } from "../src/lib/RetrySchedule.js"
 import { allowPrivateUrls, checkUrl, guardedLookup } from "../src/lib/SsrfGuard.js"
 import { Crypto } from "./Crypto.js"
+import { webhookDeliveries } from "./Metrics.js"
 
 export type BudgetEventType =
   | "budget.topped_up"
@@ -273,13 +274,14 @@ export class WebhookOutbox extends Effect.Service<WebhookOutbox>()("gateway/Webh
       const delay = delivered ? undefined : nextDelay(schedule, made)
       const status = delivered ? "delivered" : delay === undefined ? "failed" : "pending"
       const next = delay === undefined ? sql`NULL` : sql`now() + ${delay}::double precision * interval '1 millisecond'`
-      return sql`WITH upd AS (
+      const outcomeTag = status === "pending" ? "retry" : status
+      return Metric.increment(Metric.tagged(webhookDeliveries, "outcome", outcomeTag)).pipe(Effect.zipRight(sql`WITH upd AS (
           UPDATE webhook_deliveries SET status = ${status}, attempt = ${made}, next_attempt_at = ${next},
             lease_until = NULL, last_http_status = ${outcome.httpStatus}, last_error = ${outcome.error}, updated_at = now()
           WHERE id = ${row.id} AND attempt = ${row.attempt} AND status = 'pending'
           RETURNING id)
         INSERT INTO webhook_delivery_attempts (delivery_id, attempt, http_status, error)
-        SELECT id, ${made}, ${outcome.httpStatus}, ${outcome.error} FROM upd`
+        SELECT id, ${made}, ${outcome.httpStatus}, ${outcome.error} FROM upd`))
     }
 
     // Uninterruptible so shutdown finishes (and records) attempts in flight; Node's timeout bounds it.

@@ -1,6 +1,9 @@
-// OpenTelemetry: spans go to OTEL_EXPORTER_OTLP_ENDPOINT (OTLP/HTTP) when it is set; off otherwise.
+// OpenTelemetry: spans and metrics go to OTEL_EXPORTER_OTLP_ENDPOINT (OTLP/HTTP, /v1/traces and
+// /v1/metrics) when it is set; off otherwise.
 import { NodeSdk } from "@effect/opentelemetry"
+import { OTLPMetricExporter } from "@opentelemetry/exporter-metrics-otlp-http"
 import { OTLPTraceExporter } from "@opentelemetry/exporter-trace-otlp-http"
+import { PeriodicExportingMetricReader } from "@opentelemetry/sdk-metrics"
 import { BatchSpanProcessor } from "@opentelemetry/sdk-trace-base"
 import { Config, Effect, Layer, Option } from "effect"
 
@@ -9,10 +12,15 @@ export const TracingLive = Layer.unwrapEffect(
     const endpoint = yield* Config.option(Config.string("OTEL_EXPORTER_OTLP_ENDPOINT"))
     if (Option.isNone(endpoint)) return Layer.empty
     const serviceName = yield* Config.string("OTEL_SERVICE_NAME").pipe(Config.withDefault("model-gateway"))
+    const intervalMs = yield* Config.integer("OTEL_METRIC_EXPORT_INTERVAL").pipe(Config.withDefault(15_000))
     const base = endpoint.value.replace(/\/$/, "")
     return NodeSdk.layer(() => ({
       resource: { serviceName, serviceVersion: "0.1.0" },
-      spanProcessor: new BatchSpanProcessor(new OTLPTraceExporter({ url: `${base}/v1/traces` }))
+      spanProcessor: new BatchSpanProcessor(new OTLPTraceExporter({ url: `${base}/v1/traces` })),
+      metricReader: new PeriodicExportingMetricReader({
+        exporter: new OTLPMetricExporter({ url: `${base}/v1/metrics` }),
+        exportIntervalMillis: intervalMs
+      })
     }))
   })
 )

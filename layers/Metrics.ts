@@ -1,0 +1,38 @@
+// Gateway metrics (Effect Metric, exported over OTLP with the traces when
+// OTEL_EXPORTER_OTLP_ENDPOINT is set): requests, latency, tokens, cost, pre-flight rejections by
+// code, webhook delivery outcomes, tool calls.
+import { Metric, MetricBoundaries } from "effect"
+
+/** Inference calls settled, tagged `operation` (chat|responses) and `status` (success|interrupted|error). */
+export const inferenceRequests = Metric.counter("gateway.inference.requests", {
+  description: "Settled inference calls",
+  incremental: true
+})
+
+/** Admission to settlement, in milliseconds. */
+export const inferenceDuration = Metric.histogram(
+  "gateway.inference.duration_ms",
+  MetricBoundaries.exponential({ start: 1, factor: 2, count: 16 }),
+  "Inference call duration from admission to settlement (ms)"
+)
+
+/** Tokens billed, tagged `gen_ai.token.type` (input|output) and `gen_ai.request.model`. */
+export const tokensUsed = Metric.counter("gen_ai.client.token.usage", {
+  description: "Tokens of settled calls",
+  incremental: true
+})
+
+/** USD cost of settled calls (exact in the ledger; a float here, for dashboards). */
+export const costUsd = Metric.counter("gateway.cost_usd", { description: "USD cost of settled calls" })
+
+/** Pre-flight refusals, tagged `code` (model_not_found, rate_limit_exceeded, budget_suspended, ...). */
+export const preflightRejections = Metric.counter("gateway.preflight.rejections", {
+  description: "Inference calls refused before any upstream call",
+  incremental: true
+})
+
+/** Webhook delivery attempts, tagged `outcome` (delivered|retry|failed). */
+export const webhookDeliveries = Metric.counter("gateway.webhook.deliveries", {
+  description: "Webhook delivery attempts by outcome",
+  incremental: true
+})

@@ -1,0 +1,58 @@
+// Metrics: a metric reader on the gateway's OpenTelemetry layer receives the Effect metrics:
+// settled requests, tokens, cost and duration by model, and pre-flight rejections by code.
+import { NodeSdk } from "@effect/opentelemetry"
+import { AggregationTemporality, InMemoryMetricExporter, PeriodicExportingMetricReader } from "@opentelemetry/sdk-metrics"
+import { InMemorySpanExporter, SimpleSpanProcessor } from "@opentelemetry/sdk-trace-base"
+import { afterAll, beforeAll, expect, it } from "vitest"
+import { createEndUser, createPlatform, type Gateway, startGateway } from "./support/Gateway.js"
+
+const metrics = new InMemoryMetricExporter(AggregationTemporality.CUMULATIVE)
+const reader = new PeriodicExportingMetricReader({ exporter: metrics, exportIntervalMillis: 100 })
+let gw: Gateway
+beforeAll(async () => {
+  gw = await startGateway({
+    tracing: NodeSdk.layer(() => ({
+      resource: { serviceName: "gateway-metrics-test" },
+      spanProcessor: new SimpleSpanProcessor(new InMemorySpanExporter()),
+      metricReader: reader
+    }))
+  })
+})
+afterAll(async () => {
+  await gw?.close()
+})
+
+/** Data points of the latest export (cumulative, so it holds the totals). */
+const points = (name: string) =>
+  (metrics.getMetrics().slice(-1)).flatMap((rm) => rm.scopeMetrics.flatMap((sm) => sm.metrics))
+    .filter((m) => m.descriptor.name === name)
+    .flatMap((m) => m.dataPoints as Array<{ attributes: Record<string, unknown>; value: unknown }>)
+
+it("exports request, token, cost and rejection metrics", async () => {
+  await gw.call("POST", "/v1/admin/providers", { key: gw.adminKey, body: { slug: "mock", kind: "mock", base_url: "http://mock.invalid" } })
+  await gw.call("POST", "/v1/admin/models", {
+    key: gw.adminKey,
+    body: { slug: "metric-model", providers: [{ provider: "mock", provider_model_id: "m", input_usd_per_mtok: 1, output_usd_per_mtok: 1 }] }
+  })
+  const { platformId, platformKey } = await createPlatform(gw)
+  await gw.call("PUT", `/v1/platforms/${platformId}/provider-keys/mock`, { key: platformKey, body: { api_key: "k" } })
+  await gw.call("POST", `/v1/admin/platforms/${platformId}/platform-wallet/topup`, { key: gw.adminKey, body: { amount_usd: 1 } })
+  const eu = await createEndUser(gw, platformId, platformKey, "metered")
+  for (let i = 0; i < 3; i++) {
+    const res = await gw.call("POST", "/v1/chat/completions", { key: eu.endUserKey, body: { model: "metric-model", messages: [{ role: "user", content: "one two three four" }] } })
+    expect(res.status).toBe(200)
+  }
+  const refused = await gw.call("POST", "/v1/chat/completions", { key: eu.endUserKey, body: { model: "no-such-model", messages: [{ role: "user", content: "x" }] } })
+  expect(refused.status).toBe(404)
+
+  await expect.poll(() => points("gateway.inference.requests").length, { timeout: 5000 }).toBeGreaterThan(0)
+  await expect.poll(() =>
+    points("gateway.inference.requests").find((p) => p.attributes.operation === "chat" && p.attributes.status === "success")?.value, { timeout: 5000 }
+  ).toBeGreaterThanOrEqual(3)
+  const input = points("gen_ai.client.token.usage").find((p) => p.attributes["gen_ai.token.type"] === "input" && p.attributes["gen_ai.request.model"] === "metric-model")
+  expect(Number(input?.value)).toBeGreaterThanOrEqual(15) // 3 calls x ceil(18 chars / 4) = 5 prompt tokens
+  await expect.poll(() => points("gateway.preflight.rejections").find((p) => p.attributes.code === "model_not_found")?.value, { timeout: 5000 })
+    .toBeGreaterThanOrEqual(1)
+  expect(points("gateway.cost_usd").some((p) => p.attributes["gen_ai.request.model"] === "metric-model")).toBe(true)
+  expect(points("gateway.inference.duration_ms").length).toBeGreaterThan(0)
+})
