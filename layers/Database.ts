@@ -13,9 +13,25 @@ const ClientLive = Layer.unwrapEffect(
   })
 )
 
-const MigratorLive = PgMigrator.layer({ loader: migrations, table: "schema_migrations" }).pipe(
-  Layer.provide(NodeContext.layer)
-)
+/** Any constant shared by every instance: they take turns migrating. */
+const MIGRATION_LOCK = 7_213_381_245
+
+/**
+ * Migrations under a session advisory lock: instances starting together on an empty database
+ * would otherwise race on creating the migrator's own table (a Postgres catalog unique
+ * violation) before its table lock can serialise them.
+ */
+const MigratorLive = Layer.effectDiscard(
+  Effect.scoped(Effect.gen(function*() {
+    const sql = yield* PgClient.PgClient
+    const connection = yield* sql.reserve
+    yield* Effect.acquireRelease(
+      connection.executeUnprepared(`SELECT pg_advisory_lock(${MIGRATION_LOCK})`, [], undefined),
+      () => connection.executeUnprepared(`SELECT pg_advisory_unlock(${MIGRATION_LOCK})`, [], undefined).pipe(Effect.ignore)
+    )
+    yield* PgMigrator.run({ loader: migrations, table: "schema_migrations" })
+  })) // the scope ends here: the lock and the connection go back at once
+).pipe(Layer.provide(NodeContext.layer)) // needed for the migrator's optional pg_dump, even unused
 
 /** SqlClient + PgClient, with every migration applied first. */
 export const DatabaseLive = MigratorLive.pipe(Layer.provideMerge(ClientLive))

@@ -35,6 +35,9 @@ export class CurrentPrincipal extends Context.Tag("gateway/CurrentPrincipal")<Cu
 const CHANNEL = "gateway_auth_invalidate"
 /** A safety net only: invalidation normally arrives at once by NOTIFY. */
 const CACHE_TTL_MS = 60_000
+/** How often the LISTEN channel is proven live, and how long a probe may take to come back. */
+const PROBE_EVERY = "3 seconds"
+const PROBE_WAIT = "1 second"
 
 interface CachedKey {
   readonly principal: PlatformPrincipal | EndUserPrincipal
@@ -81,14 +84,20 @@ export class KeyAuth extends Effect.Service<KeyAuth>()("gateway/KeyAuth", {
       for (const [hash, entry] of cache) if (matches(entry, target)) cache.delete(hash)
     }
 
-    // Other instances (and this one) tell us about revocations. The service is ready only once
-    // LISTEN is proven live (our own probe came back), so no invalidation can slip past a new
-    // instance; each (re)connection clears the cache, as notifications sent meanwhile are lost.
+    // Other instances (and this one) tell us about revocations by NOTIFY. The cache is trusted
+    // only while LISTEN is proven live: our own probe notifications must come back. The
+    // service is ready once the first probe returns; afterwards a probe every few seconds
+    // checks the channel. When one goes missing (the listening connection died: the driver
+    // does not tell us), the cache is dropped and bypassed, so revocations still take effect at
+    // once, at the cost of a lookup per request, until probes come back.
     const listening = yield* Deferred.make<void>()
-    const probe = `ready:${randomUUID()}`
+    const probes = { sent: `ready:${randomUUID()}`, received: "", healthy: false }
     const onMessage = (payload: string) =>
       Effect.sync(() => {
-        if (payload.startsWith("ready:")) return
+        if (payload.startsWith("ready:")) {
+          if (payload === probes.sent) probes.received = payload
+          return
+        }
         try {
           dropLocal(JSON.parse(payload) as Invalidation)
         } catch {
@@ -96,13 +105,14 @@ export class KeyAuth extends Effect.Service<KeyAuth>()("gateway/KeyAuth", {
         }
       })
     yield* pg.listen(CHANNEL).pipe(
-      Stream.tap((payload) => payload === probe ? Deferred.succeed(listening, undefined) : Effect.void),
+      Stream.tap((payload) => payload === probes.sent ? Deferred.succeed(listening, undefined) : Effect.void),
       Stream.runForEach(onMessage),
       Effect.ensuring(Effect.sync(() => cache.clear())),
       Effect.retry(Schedule.spaced("1 second")),
       Effect.forkScoped
     )
-    yield* sql`SELECT pg_notify(${CHANNEL}, ${probe})`.pipe(
+    const sendProbe = sql`SELECT pg_notify(${CHANNEL}, ${probes.sent})`
+    yield* sendProbe.pipe(
       Effect.zipRight(Deferred.await(listening).pipe(Effect.timeout("200 millis"))),
       Effect.retry(Schedule.spaced("50 millis").pipe(Schedule.upTo("30 seconds"))),
       Effect.orDie,
@@ -110,6 +120,21 @@ export class KeyAuth extends Effect.Service<KeyAuth>()("gateway/KeyAuth", {
       Effect.withClock(Clock.make())
     )
     cache.clear()
+    probes.healthy = true
+
+    const checkChannel = Effect.gen(function*() {
+      probes.sent = `ready:${randomUUID()}`
+      yield* sendProbe.pipe(Effect.ignore)
+      yield* Effect.sleep(PROBE_WAIT)
+      const healthy = probes.received === probes.sent
+      if (!healthy) cache.clear()
+      probes.healthy = healthy
+    })
+    yield* checkChannel.pipe(
+      Effect.repeat(Schedule.spaced(PROBE_EVERY)),
+      Effect.withClock(Clock.make()),
+      Effect.forkScoped
+    )
 
     // last_used_at is written off the request path, in batches.
     const flushLastUsed = Effect.suspend(() => {
@@ -160,12 +185,12 @@ export class KeyAuth extends Effect.Service<KeyAuth>()("gateway/KeyAuth", {
         }
         const now = yield* Clock.currentTimeMillis
         const cacheKey = hash.toString("base64")
-        let entry = cache.get(cacheKey)
+        let entry = probes.healthy ? cache.get(cacheKey) : undefined
         if (entry === undefined || now - entry.cachedAt > CACHE_TTL_MS) {
           const row = yield* lookup(hash).pipe(Effect.orDie)
           if (Option.isNone(row)) return yield* invalid
           entry = yield* toEntry(row.value, now)
-          cache.set(cacheKey, entry)
+          if (probes.healthy) cache.set(cacheKey, entry)
         }
         if (entry.expiresAt !== null && entry.expiresAt <= now) {
           return yield* new Unauthorized({ code: "api_key_expired", message: "This API key has expired" })

@@ -22,3 +22,18 @@ it("applies migrations once; a second start changes nothing", async () => {
     await db.drop()
   }
 })
+
+it("two instances starting together on an empty database both come up (migrations take turns)", async () => {
+  const db = await createTestDatabase()
+  try {
+    const [a, b] = await Promise.all([startGateway({ db }), startGateway({ db })])
+    const applied = await db.pool.query("SELECT count(*)::int AS n FROM schema_migrations")
+    expect(applied.rows[0].n).toBe(9)
+    expect((await a.call("GET", "/health")).status).toBe(200)
+    expect((await b.call("GET", "/health")).status).toBe(200)
+    await a.close()
+    await b.close()
+  } finally {
+    await db.drop()
+  }
+})

@@ -1,5 +1,5 @@
 // One place where framework failures become OpenAI-shaped errors: body checks before routing
-// (content type, size), decode errors, unknown routes, malformed JSON, and defects (no stack
+// (content type, size, JSON depth), decode errors, unknown routes, malformed JSON, and defects (no stack
 // traces leave the process; database outages answer 503).
 import {
   FileSystem,
@@ -24,6 +24,29 @@ import {
 import { GatewayApi } from "./Api.js"
 
 export const MAX_BODY_BYTES = 10 * 1024 * 1024
+/** Deepest nesting of arrays/objects a JSON body may have (DESIGN.md section 7). */
+export const MAX_JSON_DEPTH = 64
+
+/**
+ * True when the JSON text nests arrays/objects deeper than `limit`. One pass, no parsing:
+ * brackets inside strings do not count (a backslash skips the next character, so `"\""` and
+ * `"\\"` end where they should). Malformed text is left for the parser to reject.
+ */
+export const exceedsJsonDepth = (text: string, limit: number): boolean => {
+  let depth = 0
+  let inString = false
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i)
+    if (inString) {
+      if (c === 0x5c) i++ // backslash: skip the escaped character
+      else if (c === 0x22) inString = false
+    } else if (c === 0x22) inString = true
+    else if (c === 0x7b || c === 0x5b) {
+      if (++depth > limit) return true
+    } else if (c === 0x7d || c === 0x5d) depth--
+  }
+  return false
+}
 
 const decodeToValidation = (e: HttpApiError.HttpApiDecodeError): ValidationError => {
   const issue = e.issues[0]
@@ -35,7 +58,7 @@ const decodeToValidation = (e: HttpApiError.HttpApiDecodeError): ValidationError
 }
 
 /** Postgres unreachable or restarting: connection errors and admin shutdown SQLSTATEs. */
-const isDatabaseOutage = (e: SqlError): boolean => {
+export const isDatabaseOutage = (e: SqlError): boolean => {
   const cause = e.cause as { readonly code?: unknown; readonly message?: unknown } | undefined
   const code = typeof cause?.code === "string" ? cause.code : ""
   const message = typeof cause?.message === "string" ? cause.message : ""
@@ -78,7 +101,7 @@ const fromDefect = (defect: unknown): Option.Option<ApiError> => {
   return Option.none()
 }
 
-/** Checks that need no body parsing: the declared type and length of the body. */
+/** Checks that need no body parsing: the declared type and length of the body, its JSON depth. */
 const checkBody = Effect.gen(function*() {
   const request = yield* HttpServerRequest.HttpServerRequest
   if (request.method !== "POST" && request.method !== "PUT" && request.method !== "PATCH") return
@@ -94,12 +117,23 @@ const checkBody = Effect.gen(function*() {
       message: `Content-Type must be application/json, got ${contentType}`
     })
   }
+  if (!hasBody) return
+  // A JSON body (declared or untyped): scan its nesting before anything parses it. The platform
+  // memoises request.text, so the handler's decode reuses this text rather than reading the
+  // socket again; a read error (e.g. over MAX_BODY_BYTES) dies and fromDefect maps it.
+  const text = yield* Effect.orDie(request.text)
+  if (exceedsJsonDepth(text, MAX_JSON_DEPTH)) {
+    return yield* new BadRequest({
+      code: "invalid_json",
+      message: `The request body nests arrays/objects deeper than ${MAX_JSON_DEPTH} levels`
+    })
+  }
 })
 
 export const ErrorMappingLive = HttpApiBuilder.middleware(GatewayApi, (app) =>
-  checkBody.pipe(
-    // The server's default limit does not reach handler fibers: set it where the body is read.
-    Effect.zipRight(HttpIncomingMessage.withMaxBodySize(app, Option.some(FileSystem.Size(MAX_BODY_BYTES)))),
+  // The server's default limit does not reach handler fibers: set it where the body is read
+  // (checkBody reads it first for the depth scan).
+  HttpIncomingMessage.withMaxBodySize(Effect.zipRight(checkBody, app), Option.some(FileSystem.Size(MAX_BODY_BYTES))).pipe(
     Effect.catchAllCause((cause): Effect.Effect<never, ApiError> => {
       const failure = Cause.failureOption<unknown>(cause)
       if (Option.isSome(failure)) {

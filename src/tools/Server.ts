@@ -9,6 +9,7 @@ import {
   HttpServerResponse
 } from "@effect/platform"
 import { NodeHttpServer } from "@effect/platform-node"
+import { SqlError } from "@effect/sql/SqlError"
 import { Cause, Config, Effect, Layer, Option } from "effect"
 import { createServer } from "node:http"
 import { BadRequest, Forbidden, type NotFound, PayloadTooLarge, type Unauthorized, ValidationError } from "../../schemas/Errors.js"
@@ -17,6 +18,7 @@ import { KeyAuth } from "../../layers/KeyAuth.js"
 import { ToolHost } from "../../layers/ToolHost.js"
 import { host } from "../http/Server.js"
 import { recordAddress } from "../Listeners.js"
+import { isDatabaseOutage } from "../http/ErrorMapping.js"
 import { mcpPublicUrl } from "../Listeners.js"
 
 /** MCP messages are small; the SDK's own default bound. */
@@ -140,14 +142,19 @@ const handled = <R>(route: Effect.Effect<HttpServerResponse.HttpServerResponse, 
   route.pipe(
     Effect.catchAll(errorResponse),
     // Defects (database down, SDK failures) never leak details or stack traces.
-    Effect.catchAllCause((cause) =>
-      Cause.isInterruptedOnly(cause) ? Effect.failCause(cause) : Effect.logError("tool service request failed", cause).pipe(
+    Effect.catchAllCause((cause) => {
+      if (Cause.isInterruptedOnly(cause)) return Effect.failCause(cause)
+      // A database outage answers 503, like the API host.
+      const outage = Option.exists(Cause.dieOption(cause), (d) => d instanceof SqlError && isDatabaseOutage(d))
+      return Effect.logError("tool service request failed", cause).pipe(
         Effect.as(HttpServerResponse.unsafeJson(
-          { error: { message: "Internal error", type: "api_error", code: "internal_error", param: null } },
-          { status: 500 }
+          outage
+            ? { error: { message: "The database is unavailable; retry shortly", type: "api_error", code: "service_unavailable", param: null } }
+            : { error: { message: "Internal error", type: "api_error", code: "internal_error", param: null } },
+          { status: outage ? 503 : 500 }
         ))
       )
-    )
+    })
   )
 
 export const ToolRouter = HttpRouter.empty.pipe(

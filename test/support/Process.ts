@@ -1,0 +1,160 @@
+// A gateway as a real child process (`node --import tsx src/main.ts`), for scale-out tests that
+// need separate processes (own memory, own caches, own pools) on one database. The child binds
+// free ports (PORT=0, MCP_PORT=0) and prints "API listening on ..." / "Tool service listening
+// on ..."; we parse those. Children are stopped with SIGTERM (SIGKILL after a grace period) and,
+// as a last resort, killed when the test process exits.
+import { type ChildProcess, spawn } from "node:child_process"
+import { fileURLToPath } from "node:url"
+import type { ApiResponse, CallOptions } from "./Gateway.js"
+
+const ROOT = fileURLToPath(new URL("../..", import.meta.url))
+
+export interface SpawnOptions {
+  /** Shown in error messages. */
+  readonly label: string
+  /** Merged over this process's environment; a value of `undefined` removes the variable. */
+  readonly env: Record<string, string | undefined>
+  readonly role?: "all" | "api" | "tools"
+  readonly startTimeoutMs?: number
+}
+
+export interface GatewayProcess {
+  readonly label: string
+  readonly pid: number
+  /** The API host; "" with `--role tools`. */
+  readonly baseUrl: string
+  /** Undefined with `--role api`. */
+  readonly toolsUrl: string | undefined
+  /** The child's recent output (stdout and stderr), for diagnostics. */
+  readonly lines: ReadonlyArray<string>
+  readonly call: <T = any>(method: string, path: string, options?: CallOptions) => Promise<ApiResponse<T>>
+  /** SIGTERM, then SIGKILL after `graceMs`; resolves once the process has exited. */
+  readonly stop: (graceMs?: number) => Promise<void>
+}
+
+const live = new Set<ChildProcess>()
+let exitHookInstalled = false
+const installExitHook = () => {
+  if (exitHookInstalled) return
+  exitHookInstalled = true
+  // Synchronous last resort: no gateway outlives the test worker, even on a crash.
+  process.on("exit", () => {
+    for (const child of live) child.kill("SIGKILL")
+  })
+}
+
+/** The same request helper as the in-process harness, against any base URL. */
+export const callerFor = (baseUrl: string) =>
+  async <T = any>(method: string, path: string, options: CallOptions = {}): Promise<ApiResponse<T>> => {
+    const headers: Record<string, string> = { ...options.headers }
+    if (options.key !== undefined) headers.authorization = `Bearer ${options.key}`
+    let body: string | undefined
+    if (options.rawBody !== undefined) body = options.rawBody
+    else if (options.body !== undefined) {
+      body = JSON.stringify(options.body)
+      headers["content-type"] ??= "application/json"
+    }
+    const response = await fetch(`${baseUrl}${path}`, { method, headers, body: body ?? null })
+    const text = await response.text()
+    let parsed: unknown = text
+    try {
+      parsed = text === "" ? null : JSON.parse(text)
+    } catch {
+      // not JSON: keep the text
+    }
+    return { status: response.status, body: parsed as T, headers: response.headers }
+  }
+
+const stopProcess = (child: ChildProcess, graceMs: number) =>
+  new Promise<void>((resolve) => {
+    if (child.exitCode !== null || child.signalCode !== null) {
+      live.delete(child)
+      return resolve()
+    }
+    const force = setTimeout(() => child.kill("SIGKILL"), graceMs)
+    child.once("exit", () => {
+      clearTimeout(force)
+      live.delete(child)
+      resolve()
+    })
+    child.kill("SIGTERM")
+  })
+
+/** Starts `src/main.ts` in a child process and waits until its listeners are up. */
+export const spawnGateway = async (options: SpawnOptions): Promise<GatewayProcess> => {
+  installExitHook()
+  const env: Record<string, string> = {}
+  for (const [name, value] of Object.entries({ ...process.env, ...options.env })) {
+    if (value !== undefined) env[name] = value
+  }
+  const role = options.role ?? "all"
+  const child = spawn(process.execPath, ["--import", "tsx", "src/main.ts", "--role", role], {
+    cwd: ROOT,
+    env,
+    stdio: ["ignore", "pipe", "pipe"]
+  })
+  live.add(child)
+  const lines: Array<string> = []
+  const collect = (stream: NodeJS.ReadableStream | null) => {
+    let pending = ""
+    stream?.setEncoding("utf8")
+    stream?.on("data", (text: string) => {
+      pending += text
+      const parts = pending.split("\n")
+      pending = parts.pop() ?? ""
+      for (const line of parts) {
+        lines.push(line)
+        if (lines.length > 2000) lines.splice(0, 1000)
+      }
+    })
+  }
+  collect(child.stdout)
+  collect(child.stderr)
+  child.once("exit", () => live.delete(child))
+
+  const tail = () => lines.slice(-40).join("\n")
+  const find = (pattern: RegExp) => {
+    for (const line of lines) {
+      const match = line.match(pattern)
+      if (match?.[1] !== undefined) return match[1]
+    }
+    return undefined
+  }
+  const apiPattern = /API listening on (http:\/\/\S+)/
+  const toolsPattern = /Tool service listening on (http:\/\/\S+)/
+  const timeoutMs = options.startTimeoutMs ?? 60_000
+  try {
+    await new Promise<void>((resolve, reject) => {
+      const ready = () =>
+        (role === "tools" || find(apiPattern) !== undefined) && (role === "api" || find(toolsPattern) !== undefined)
+      const timer = setInterval(() => {
+        if (ready()) return finish(resolve)
+        if (child.exitCode !== null || child.signalCode !== null) {
+          finish(() => reject(new Error(`${options.label} exited (${child.exitCode ?? child.signalCode}) before listening:\n${tail()}`)))
+        }
+      }, 25)
+      const deadline = setTimeout(
+        () => finish(() => reject(new Error(`${options.label}: not listening within ${timeoutMs} ms:\n${tail()}`))),
+        timeoutMs
+      )
+      const finish = (then: () => void) => {
+        clearInterval(timer)
+        clearTimeout(deadline)
+        then()
+      }
+    })
+  } catch (e) {
+    await stopProcess(child, 2_000)
+    throw e
+  }
+  const baseUrl = find(apiPattern) ?? ""
+  return {
+    label: options.label,
+    pid: child.pid!,
+    baseUrl,
+    toolsUrl: find(toolsPattern),
+    lines,
+    call: callerFor(baseUrl),
+    stop: (graceMs = 10_000) => stopProcess(child, graceMs)
+  }
+}
