@@ -58,10 +58,6 @@ export class PlatformWallet extends Effect.Service<PlatformWallet>()("gateway/Pl
     const debit = (platformId: string, amount: BigDecimal.BigDecimal, metadata: Record<string, unknown>) =>
       change(platformId, "debit", amount, null, metadata)
 
-    /** Pre-flight: does the balance cover the estimate? */
-    const covers = (platformId: string, estimate: BigDecimal.BigDecimal) =>
-      Effect.map(get(platformId), (w) => BigDecimal.greaterThanOrEqualTo(w.balance_usd, estimate))
-
-    return { get, topup, debit, covers } as const
+    return { get, topup, debit } as const
   })
 }) {}

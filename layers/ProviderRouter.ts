@@ -1,11 +1,9 @@
-// ProviderRouter: the candidates for a model on a platform (enabled configs whose provider has
-// an active key for the platform), ordered by priority then weighted random within a priority,
-// and the failover loop: the next candidate on connect errors, timeouts, 429 and 5xx.
-import { PgClient } from "@effect/sql-pg"
+// ProviderRouter: the routing order of a model's candidates (enabled configs whose provider has
+// an active key for the platform, read with the admission snapshot): priority, then weighted
+// random within a priority; and the failover loop: the next candidate on connect errors,
+// timeouts, 429 and 5xx.
 import { BigDecimal, Effect } from "effect"
 import { BadGateway, GatewayTimeout } from "../schemas/Errors.js"
-import { dec } from "../src/lib/Money.js"
-import { ProviderKeys } from "./ProviderKeys.js"
 import type { ProviderKind, UpstreamError } from "./upstream/Upstream.js"
 
 export interface Candidate {
@@ -20,20 +18,6 @@ export interface Candidate {
   readonly apiKey: string
   readonly inputUsdPerMtok: BigDecimal.BigDecimal
   readonly outputUsdPerMtok: BigDecimal.BigDecimal
-}
-
-interface CandidateRow {
-  readonly model_id: string
-  readonly provider_id: string
-  readonly provider_slug: string
-  readonly kind: ProviderKind
-  readonly base_url: string
-  readonly provider_model_id: string
-  readonly priority: number
-  readonly weight: number
-  readonly key_encrypted: string
-  readonly input_usd_per_mtok: string
-  readonly output_usd_per_mtok: string
 }
 
 /** Lowest priority value first; within a priority, a weighted random order. */
@@ -62,37 +46,6 @@ export const orderCandidates = <C extends { readonly priority: number; readonly 
 
 export class ProviderRouter extends Effect.Service<ProviderRouter>()("gateway/ProviderRouter", {
   effect: Effect.gen(function*() {
-    const sql = yield* PgClient.PgClient
-    const keys = yield* ProviderKeys
-
-    /** Every usable config of `modelSlug` for the platform, unordered. Empty: the model is not offered. */
-    const candidates = (platformId: string, modelSlug: string) =>
-      sql<CandidateRow>`SELECT m.id AS model_id, p.id AS provider_id, p.slug AS provider_slug, p.kind, p.base_url,
-          mp.provider_model_id, mp.priority, mp.weight, k.key_encrypted,
-          mp.input_usd_per_mtok::text, mp.output_usd_per_mtok::text
-        FROM models m
-        JOIN model_providers mp ON mp.model_id = m.id AND mp.enabled
-        JOIN providers p ON p.id = mp.provider_id
-        JOIN platform_provider_keys k ON k.provider_id = p.id AND k.platform_id = ${platformId} AND k.is_active
-        WHERE m.slug = ${modelSlug}`.pipe(
-        Effect.map((rows) =>
-          rows.map((r): Candidate => ({
-            modelId: r.model_id,
-            providerId: r.provider_id,
-            providerSlug: r.provider_slug,
-            kind: r.kind,
-            baseUrl: r.base_url,
-            providerModelId: r.provider_model_id,
-            priority: r.priority,
-            weight: r.weight,
-            apiKey: keys.reveal(r.key_encrypted),
-            inputUsdPerMtok: dec(r.input_usd_per_mtok),
-            outputUsdPerMtok: dec(r.output_usd_per_mtok)
-          }))
-        ),
-        Effect.orDie
-      )
-
     /**
      * Tries `attempt` on each candidate in routing order until one succeeds; a non-retryable
      * failure stops at once. Exhausted: 504 when the last failure was a timeout, else 502.
@@ -122,6 +75,6 @@ export class ProviderRouter extends Effect.Service<ProviderRouter>()("gateway/Pr
         })
       })
 
-    return { candidates, route } as const
+    return { route } as const
   })
 }) {}

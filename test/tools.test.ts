@@ -3,7 +3,7 @@
 import { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { apiUrls, type FakeApp, type FakeToolApis, oauthUrls, startFakeToolApis } from "./fakes/FakeToolApis.js"
+import { type FakeApp, type FakeToolApis, startFakeToolApis, toolAppEnv } from "./fakes/FakeToolApis.js"
 import { type OAuthLanding, startOAuthLanding } from "./fakes/OAuthLanding.js"
 import { createEndUser, createPlatform, type Gateway, startGateway } from "./support/Gateway.js"
 
@@ -12,24 +12,10 @@ let landing: OAuthLanding
 let fake: FakeToolApis
 const apps: ReadonlyArray<FakeApp> = ["github", "slack", "gmail", "zendesk"]
 
-/** TOOLAPP_<SLUG>_API_URL / _AUTHORIZE_URL / _TOKEN_URL for all four apps, pointing at the fake. */
-const appEnv = (f: FakeToolApis): Record<string, string> => {
-  const env: Record<string, string> = {}
-  const api = apiUrls(f)
-  const oauth = oauthUrls(f)
-  for (const app of apps) {
-    const prefix = `TOOLAPP_${app.toUpperCase()}_`
-    env[`${prefix}API_URL`] = api[app]
-    env[`${prefix}AUTHORIZE_URL`] = oauth[app].authorizeUrl
-    env[`${prefix}TOKEN_URL`] = oauth[app].tokenUrl
-  }
-  return env
-}
-
 beforeAll(async () => {
   landing = await startOAuthLanding()
   fake = await startFakeToolApis()
-  gw = await startGateway({ env: { GATEWAY_ALLOW_PRIVATE_URLS: "true", GATEWAY_FREE_TOOL_CALLS: "3", ...appEnv(fake) } })
+  gw = await startGateway({ env: { GATEWAY_ALLOW_PRIVATE_URLS: "true", GATEWAY_FREE_TOOL_CALLS: "3", ...toolAppEnv(fake) } })
 })
 afterAll(async () => {
   await gw?.close()

@@ -1277,3 +1277,17 @@ export const startFakeToolApis = async (options: FakeToolApisOptions = {}): Prom
       })
   }
 }
+
+/** TOOLAPP_<SLUG>_API_URL / _AUTHORIZE_URL / _TOKEN_URL for all four apps, pointing at the fake. */
+export const toolAppEnv = (fake: FakeToolApis): Record<string, string> => {
+  const env: Record<string, string> = {}
+  const api = apiUrls(fake)
+  const oauth = oauthUrls(fake)
+  for (const app of fakeApps) {
+    const prefix = `TOOLAPP_${app.toUpperCase()}_`
+    env[`${prefix}API_URL`] = api[app]
+    env[`${prefix}AUTHORIZE_URL`] = oauth[app].authorizeUrl
+    env[`${prefix}TOKEN_URL`] = oauth[app].tokenUrl
+  }
+  return env
+}
