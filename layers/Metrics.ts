@@ -36,3 +36,9 @@ export const webhookDeliveries = Metric.counter("gateway.webhook.deliveries", {
   description: "Webhook delivery attempts by outcome",
   incremental: true
 })
+
+/** Redis failures of the rate limiter, tagged `operation` (admit|settle) and `mode` (closed|open). */
+export const rateLimiterErrors = Metric.counter("gateway.ratelimiter.errors", {
+  description: "Rate limiter store failures",
+  incremental: true
+})

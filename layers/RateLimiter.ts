@@ -1,10 +1,11 @@
 // RateLimiter: per-end-user rpm / tpm (60 s sliding windows) and rpd (UTC day) admission, in memory
 // for one instance or in Redis (one Lua script per call) so every instance shares one limit.
 // Decisions (windows, settlement, headers, time source) are written down next to the code below.
-import { Config, Context, Data, Effect, Layer, Option, Redacted } from "effect"
+import { Config, Context, Data, Effect, Layer, Metric, Option, Redacted } from "effect"
 import type { ConfigError } from "effect/ConfigError"
 import { Redis } from "ioredis"
 import { createHash, randomBytes } from "node:crypto"
+import { rateLimiterErrors } from "./Metrics.js"
 
 /** null = unlimited. */
 export interface RateLimits {
@@ -32,7 +33,16 @@ export class RateLimitExceeded extends Data.TaggedError("RateLimitExceeded")<{
 export interface RedisLimiterOptions {
   /** Prepended to every key; tests use a unique one per run. Default `gw:rl:`. */
   readonly keyPrefix?: string | undefined
+  /**
+   * When Redis fails during an admission: `closed` (default) refuses the request with 503
+   * (no unlimited traffic while the limiter is blind), `open` admits it unlimited. Either way a
+   * warning is logged and `gateway.ratelimiter.errors` counts it.
+   */
+  readonly onRedisError?: "closed" | "open" | undefined
 }
+
+/** The Redis limiter could not decide (fail-closed mode): the request is answered 503. */
+export class RateLimiterUnavailable extends Data.TaggedError("RateLimiterUnavailable")<{ readonly operation: string }> {}
 
 // --- shared semantics ----------------------------------------------------------------
 //
@@ -393,13 +403,15 @@ const makeRedis = (url: string, options: RedisLimiterOptions) =>
       Effect.tryPromise({
         try: async () => {
           // Bounded retries and a command timeout: a limiter call must not hang on a dead Redis.
-          // Failures become defects (500): the limiter fails closed rather than silently unlimited.
+          // Failures are handled per onRedisError (closed: 503, open: unlimited).
           const client = new Redis(url, {
             lazyConnect: true,
             maxRetriesPerRequest: 2,
             commandTimeout: 5_000,
             enableAutoPipelining: true // concurrent admits share round trips; each script stays atomic
           })
+          // Connection errors reach us through the failing commands (counted and logged there).
+          client.on("error", () => {})
           try {
             await client.connect()
             await client.script("LOAD", ADMIT.lua)
@@ -430,6 +442,12 @@ const makeRedis = (url: string, options: RedisLimiterOptions) =>
       return { log: `${base}log`, tok: `${base}tok`, day: `${base}day`, pend: (est: number) => `${base}pend:${est}` }
     }
     const arg = (x: number | null) => (x === null ? -1 : x)
+    const mode = options.onRedisError ?? "closed"
+    /** A Redis failure: counted and logged; then fail closed (503) or open (unlimited). */
+    const redisFailed = (operation: "admit" | "settle", defect: unknown) =>
+      Metric.increment(Metric.tagged(Metric.tagged(rateLimiterErrors, "operation", operation), "mode", mode)).pipe(
+        Effect.zipRight(Effect.logWarning(`rate limiter: Redis failed during ${operation} (${mode}): ${String(defect)}`))
+      )
     let seq = 0
     const instance = randomBytes(6).toString("hex")
 
@@ -450,6 +468,10 @@ const makeRedis = (url: string, options: RedisLimiterOptions) =>
               ? Effect.succeed(state)
               : Effect.fail(new RateLimitExceeded({ limit, retryAfterMs: retry, state }))
           }),
+          Effect.catchAllDefect((defect) =>
+            redisFailed("admit", defect).pipe(
+              Effect.zipRight(mode === "open" ? Effect.succeed(nullState) : Effect.die(new RateLimiterUnavailable({ operation: "admit" })))
+            )),
           Effect.withSpan("RateLimiter.admit", { attributes: { store: "redis" } })
         )
       },
@@ -461,6 +483,8 @@ const makeRedis = (url: string, options: RedisLimiterOptions) =>
         const k = keys(subject)
         return run(SETTLE, [k.log, k.tok, k.pend(estimate)], [estimate, actual]).pipe(
           Effect.asVoid,
+          // After commit: a lost tpm correction is not worth failing anything for.
+          Effect.catchAllDefect((defect) => redisFailed("settle", defect)),
           Effect.withSpan("RateLimiter.settle", { attributes: { store: "redis" } })
         )
       }
@@ -484,12 +508,17 @@ export class RateLimiter extends Context.Tag("gateway/RateLimiter")<RateLimiter,
 
   /** REDIS_URL set -> Redis, else memory. */
   static readonly layerFromConfig: Layer.Layer<RateLimiter, ConfigError> = Layer.unwrapEffect(
-    Config.option(Config.redacted("REDIS_URL")).pipe(
-      Effect.map(Option.filter((url) => Redacted.value(url).trim() !== "")),
-      Effect.map(Option.match({
+    Effect.gen(function*() {
+      const url = yield* Config.option(Config.redacted("REDIS_URL")).pipe(
+        Effect.map(Option.filter((u) => Redacted.value(u).trim() !== ""))
+      )
+      const onRedisError = yield* Config.literal("closed", "open")("GATEWAY_RATE_LIMIT_ON_REDIS_ERROR").pipe(
+        Config.withDefault("closed" as const)
+      )
+      return Option.match(url, {
         onNone: () => RateLimiter.layerMemory,
-        onSome: (url) => RateLimiter.layerRedis(Redacted.value(url))
-      }))
-    )
+        onSome: (u) => RateLimiter.layerRedis(Redacted.value(u), { onRedisError })
+      })
+    })
   )
 }

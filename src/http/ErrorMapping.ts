@@ -21,6 +21,7 @@ import {
   UnsupportedMediaType,
   ValidationError
 } from "../../schemas/Errors.js"
+import { RateLimiterUnavailable } from "../../layers/RateLimiter.js"
 import { GatewayApi } from "./Api.js"
 
 export const MAX_BODY_BYTES = 10 * 1024 * 1024
@@ -94,6 +95,9 @@ const fromDefect = (defect: unknown): Option.Option<ApiError> => {
   }
   if (defect instanceof SqlError && isUnstorableText(defect)) {
     return Option.some(new ValidationError({ code: "validation_error", message: "A text value contains characters that cannot be stored (e.g. NUL)" }))
+  }
+  if (defect instanceof RateLimiterUnavailable) {
+    return Option.some(new ServiceUnavailable({ code: "service_unavailable", message: "The rate limiter is unavailable; retry shortly" }))
   }
   if (defect instanceof SqlError && isDatabaseOutage(defect)) {
     return Option.some(new ServiceUnavailable({ code: "service_unavailable", message: "The database is unavailable; retry shortly" }))
