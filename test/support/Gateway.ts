@@ -45,7 +45,8 @@ export interface StartOptions {
   readonly db?: TestDatabase
 }
 
-const caller = (baseUrl: string) =>
+/** The request helper of the harness, against any base URL (in-process or a child process). */
+export const callerFor = (baseUrl: string) =>
   async <T>(method: string, path: string, options: CallOptions = {}): Promise<ApiResponse<T>> => {
     const headers: Record<string, string> = { ...options.headers }
     if (options.key !== undefined) headers.authorization = `Bearer ${options.key}`
@@ -96,10 +97,10 @@ export const startGateway = async (options: StartOptions = {}): Promise<Gateway>
     toolsUrl: main.toolsUrl,
     adminKey,
     db,
-    call: caller(main.baseUrl),
+    call: callerFor(main.baseUrl),
     startPeer: async (extra = {}) => {
       const peer = await launch({ ...env, ...extra }, undefined)
-      const handle: Peer = { baseUrl: peer.baseUrl, call: caller(peer.baseUrl), close: () => peer.runtime.dispose() }
+      const handle: Peer = { baseUrl: peer.baseUrl, call: callerFor(peer.baseUrl), close: () => peer.runtime.dispose() }
       peers.push(handle)
       return handle
     },

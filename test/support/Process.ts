@@ -5,7 +5,7 @@
 // as a last resort, killed when the test process exits.
 import { type ChildProcess, spawn } from "node:child_process"
 import { fileURLToPath } from "node:url"
-import type { ApiResponse, CallOptions } from "./Gateway.js"
+import { type ApiResponse, callerFor, type CallOptions } from "./Gateway.js"
 
 const ROOT = fileURLToPath(new URL("../..", import.meta.url))
 
@@ -42,28 +42,6 @@ const installExitHook = () => {
     for (const child of live) child.kill("SIGKILL")
   })
 }
-
-/** The same request helper as the in-process harness, against any base URL. */
-export const callerFor = (baseUrl: string) =>
-  async <T = any>(method: string, path: string, options: CallOptions = {}): Promise<ApiResponse<T>> => {
-    const headers: Record<string, string> = { ...options.headers }
-    if (options.key !== undefined) headers.authorization = `Bearer ${options.key}`
-    let body: string | undefined
-    if (options.rawBody !== undefined) body = options.rawBody
-    else if (options.body !== undefined) {
-      body = JSON.stringify(options.body)
-      headers["content-type"] ??= "application/json"
-    }
-    const response = await fetch(`${baseUrl}${path}`, { method, headers, body: body ?? null })
-    const text = await response.text()
-    let parsed: unknown = text
-    try {
-      parsed = text === "" ? null : JSON.parse(text)
-    } catch {
-      // not JSON: keep the text
-    }
-    return { status: response.status, body: parsed as T, headers: response.headers }
-  }
 
 const stopProcess = (child: ChildProcess, graceMs: number) =>
   new Promise<void>((resolve) => {
