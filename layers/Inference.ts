@@ -1,8 +1,9 @@
 // Inference: the one pipeline behind chat completions. The five pre-flight checks run in the
 // spec's order as a typed error channel (none reaches the upstream), then routing with failover,
 // then settlement in one transaction: budget debit row, platform wallet debit, inference log.
+import type { SqlError } from "@effect/sql/SqlError"
 import { PgClient } from "@effect/sql-pg"
-import { BigDecimal, Clock, Config, Effect, Metric, Option, Stream } from "effect"
+import { BigDecimal, Cause, Clock, Config, Effect, Metric, Option, Schedule, Stream } from "effect"
 import { randomUUID } from "node:crypto"
 import type { ChatChunk, ChatCompletion, ChatRequest, Usage } from "../schemas/Chat.js"
 import type { PlatformSettings } from "../schemas/Platforms.js"
@@ -15,7 +16,7 @@ import {
   ValidationError
 } from "../schemas/Errors.js"
 import { dec, sqlDec } from "../src/lib/Money.js"
-import { isQueryCanceled } from "../src/lib/SqlErrors.js"
+import { isDatabaseOutage, isQueryCanceled } from "../src/lib/SqlErrors.js"
 import { currentPeriodStart } from "../src/lib/Periods.js"
 import { type AdmissionSnapshot, loadAdmissionSnapshot } from "./AdmissionSnapshot.js"
 import { ProviderKeys } from "./ProviderKeys.js"
@@ -68,6 +69,9 @@ export interface Outcome {
 
 const ZERO = BigDecimal.make(0n, 0)
 const NO_LIMITS: RateLimits = { rpm: null, tpm: null, rpd: null }
+/** Settlement retries while Postgres is unreachable: backoff capped at 5 s, for up to 15 minutes. */
+const OUTAGE_RETRY = Schedule.exponential("200 millis").pipe(Schedule.union(Schedule.spaced("5 seconds")), Schedule.upTo("15 minutes"))
+const isOutage = (e: { readonly _tag: string }): boolean => e._tag === "SqlError" && isDatabaseOutage(e as SqlError)
 
 /** tokens x price per million tokens, exact. */
 const perMillion = (tokens: number, usdPerMtok: BigDecimal.BigDecimal) =>
@@ -269,7 +273,21 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
           completion_tokens: outcome.usage.completion_tokens,
           token_count_method: outcome.method
         }
-        yield* Effect.gen(function*() {
+        // The log row's id is this settlement's identity: a retry after an unacknowledged COMMIT
+        // finds it and applies nothing twice.
+        const settlementId = randomUUID()
+        const transaction = Effect.gen(function*() {
+          const logged = yield* sql`INSERT INTO inference_logs (id, platform_id, end_user_id, request_type, provider_id,
+              model_id, model_slug, provider_model_id, prompt_tokens, completion_tokens, total_tokens, latency_ms,
+              estimated_cost_usd, status, error_message, token_count_method, billing_status, metadata, created_at)
+            VALUES (${settlementId}, ${caller.platformId}, ${caller._tag === "EndUserKey" ? caller.endUserId : null},
+              ${admitted.requestType}, ${outcome.candidate.providerId}, ${outcome.candidate.modelId}, ${admitted.request.model},
+              ${outcome.candidate.providerModelId}, ${outcome.usage.prompt_tokens}, ${outcome.usage.completion_tokens},
+              ${outcome.usage.total_tokens}, ${Math.max(0, now.getTime() - admitted.startedAt)}, ${sqlDec(cost)},
+              ${outcome.status}, ${outcome.errorMessage}, ${outcome.method}, ${billable ? "billed" : "not_billed"},
+              ${sql.json({ request_id: admitted.requestId, stream: admitted.request.stream === true })}, ${now})
+            ON CONFLICT (id) DO NOTHING RETURNING id`
+          if (logged.length === 0) return
           if (caller._tag === "EndUserKey") {
             const budget = yield* ledger.lockCurrent(caller.platformId, caller.endUserId, now).pipe(
               Effect.map(Option.some),
@@ -284,16 +302,30 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
             }
           }
           if (billable) yield* wallet.debit(caller.platformId, cost, details)
-          yield* sql`INSERT INTO inference_logs (platform_id, end_user_id, request_type, provider_id, model_id, model_slug,
-              provider_model_id, prompt_tokens, completion_tokens, total_tokens, latency_ms, estimated_cost_usd, status,
-              error_message, token_count_method, billing_status, metadata, created_at)
-            VALUES (${caller.platformId}, ${caller._tag === "EndUserKey" ? caller.endUserId : null}, ${admitted.requestType},
-              ${outcome.candidate.providerId}, ${outcome.candidate.modelId}, ${admitted.request.model},
-              ${outcome.candidate.providerModelId}, ${outcome.usage.prompt_tokens}, ${outcome.usage.completion_tokens},
-              ${outcome.usage.total_tokens}, ${Math.max(0, now.getTime() - admitted.startedAt)}, ${sqlDec(cost)},
-              ${outcome.status}, ${outcome.errorMessage}, ${outcome.method}, ${billable ? "billed" : "not_billed"},
-              ${sql.json({ request_id: admitted.requestId, stream: admitted.request.stream === true })}, ${now})`
-        }).pipe(sql.withTransaction, Effect.retry({ while: isQueryCanceled, times: 3 }), Effect.orDie)
+        }).pipe(sql.withTransaction, Effect.retry({ while: isQueryCanceled, times: 3 }))
+        // Postgres unreachable: the call was served, so keep trying in the background (the same
+        // rows, stamped with the call's time) until it is back, rather than losing the debit.
+        // (A connection lost mid-transaction can surface as a defect of the rollback: both count.)
+        const outageIn = (cause: Cause.Cause<unknown>) =>
+          Option.exists(Option.orElse(Cause.failureOption(cause), () => Cause.dieOption(cause)), (e) =>
+            typeof e === "object" && e !== null && "_tag" in e && isOutage(e as { readonly _tag: string }))
+        const untilBack = transaction.pipe(
+          Effect.sandbox,
+          Effect.retry({ schedule: OUTAGE_RETRY, while: outageIn }),
+          Effect.unsandbox
+        )
+        yield* transaction.pipe(
+          Effect.catchAllCause((cause) =>
+            outageIn(cause)
+              ? Effect.logWarning("settlement postponed: database unavailable").pipe(
+                Effect.zipRight(Effect.forkDaemon(untilBack.pipe(
+                  Effect.catchAllCause((last) => Effect.logError("settlement failed after retries", last))
+                )))
+              )
+              : Effect.failCause(cause)
+          ),
+          Effect.orDie
+        )
         if (caller._tag === "EndUserKey") {
           yield* limiter.settle(caller.endUserId, admitted.limits, admitted.promptEstimate, outcome.usage.total_tokens)
         }

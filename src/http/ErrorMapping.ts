@@ -22,6 +22,7 @@ import {
   ValidationError
 } from "../../schemas/Errors.js"
 import { RateLimiterUnavailable } from "../../layers/RateLimiter.js"
+import { isDatabaseOutage } from "../lib/SqlErrors.js"
 import { GatewayApi } from "./Api.js"
 
 export const MAX_BODY_BYTES = 10 * 1024 * 1024
@@ -56,16 +57,6 @@ const decodeToValidation = (e: HttpApiError.HttpApiDecodeError): ValidationError
     ? e.message
     : `${param === undefined ? "body" : param}: ${issue.message}`
   return new ValidationError({ code: "validation_error", message, param })
-}
-
-/** Postgres unreachable or restarting: connection errors and admin shutdown SQLSTATEs. */
-export const isDatabaseOutage = (e: SqlError): boolean => {
-  const cause = e.cause as { readonly code?: unknown; readonly message?: unknown } | undefined
-  const code = typeof cause?.code === "string" ? cause.code : ""
-  const message = typeof cause?.message === "string" ? cause.message : ""
-  return code.startsWith("08") || code === "57P01" || code === "57P02" || code === "57P03" ||
-    code === "ECONNREFUSED" || code === "ECONNRESET" || code === "ETIMEDOUT" ||
-    /Connection terminated|connect ECONNREFUSED|timeout exceeded when trying to connect/i.test(message)
 }
 
 /** 22021 / 22P05: text Postgres cannot store (NUL bytes, bad encodings). */

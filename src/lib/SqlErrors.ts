@@ -16,3 +16,14 @@ export const isQueryCanceled = (e: { readonly _tag: string }): boolean =>
   e._tag === "SqlError" && sqlState(e as SqlError) === "57014"
 
 export const isUniqueViolation = (e: SqlError): boolean => sqlState(e) === "23505"
+
+/** Postgres unreachable or restarting: connection errors and admin shutdown SQLSTATEs. */
+export const isDatabaseOutage = (e: SqlError): boolean => {
+  const cause = e.cause as { readonly code?: unknown; readonly message?: unknown } | undefined
+  const code = typeof cause?.code === "string" ? cause.code : ""
+  const message = typeof cause?.message === "string" ? cause.message : ""
+  return code.startsWith("08") || code === "57P01" || code === "57P02" || code === "57P03" ||
+    code === "ECONNREFUSED" || code === "ECONNRESET" || code === "ETIMEDOUT" ||
+    /Connection terminated|connect ECONNREFUSED|timeout exceeded when trying to connect|connection error|not queryable|Connection ended/i.test(message) ||
+    /Failed to acquire connection/i.test(e.message)
+}

@@ -18,7 +18,7 @@ import { KeyAuth } from "../../layers/KeyAuth.js"
 import { ToolHost } from "../../layers/ToolHost.js"
 import { host } from "../http/Server.js"
 import { recordAddress } from "../Listeners.js"
-import { isDatabaseOutage } from "../http/ErrorMapping.js"
+import { isDatabaseOutage } from "../lib/SqlErrors.js"
 import { mcpPublicUrl } from "../Listeners.js"
 
 /** MCP messages are small; the SDK's own default bound. */
