@@ -1,9 +1,10 @@
 // The `anthropic` adapter: chat requests translated to the Messages API (POST {baseUrl}/messages,
 // baseUrl like https://api.anthropic.com/v1) and its answers, JSON or SSE, translated back.
-import { Effect, Schema, Stream } from "effect"
-import type { ChatChunk, ChatCompletion, ChatMessage, ChatRequest, ToolCall, Usage } from "../../schemas/Chat.js"
-import { joinUrl, jsonDecoder, mergeHeaders, postJson, postStream } from "./Http.js"
-import { chunk, completionId, emit, finished, initialMeta, messageText, nowSeconds, parseSse, type SseEvent, type Step, type StreamMeta, untilDone, usageChunk, usageOf } from "./Sse.js"
+import { Effect, Schema } from "effect"
+import type { ChatCompletion, ChatMessage, ChatRequest, ToolCall, Usage } from "../../schemas/Chat.js"
+import { joinUrl, jsonDecoder, mergeHeaders } from "./Http.js"
+import { chunk, completionId, emit, finished, messageText, nowSeconds, type SseEvent, type Step, type StreamMeta, usageChunk, usageOf } from "./Sse.js"
+import { httpAdapter } from "./HttpAdapter.js"
 import { type UpstreamAdapter, type UpstreamCall, UpstreamError } from "./Upstream.js"
 
 // ---- request ------------------------------------------------------------------------------
@@ -307,24 +308,4 @@ const translator = (meta: StreamMeta) => {
     }))
 }
 
-const span = (name: string, call: UpstreamCall) =>
-  Effect.withSpan(`Upstream.anthropic.${name}`, { attributes: { "upstream.model": call.providerModelId } })
-
-export const AnthropicAdapter: UpstreamAdapter = {
-  complete: (call) =>
-    postJson(post(call, false)).pipe(
-      Effect.flatMap(decodeMessage),
-      Effect.flatMap((wire) => toCompletion(wire, call)),
-      span("complete", call)
-    ),
-  stream: (call) =>
-    Effect.gen(function*() {
-      const bytes = yield* postStream(post(call, true))
-      const meta = yield* initialMeta(call.providerModelId)
-      const chunks: Stream.Stream<ChatChunk, UpstreamError> = parseSse(bytes).pipe(
-        Stream.mapEffect(translator(meta)),
-        untilDone
-      )
-      return chunks
-    }).pipe(span("stream", call))
-}
+export const AnthropicAdapter: UpstreamAdapter = httpAdapter({ kind: "anthropic", post, decode: decodeMessage, toCompletion, translator })

@@ -1,10 +1,11 @@
 // The `openai` adapter: Chat Completions passthrough (POST {baseUrl}/chat/completions). The
 // request is already OpenAI-shaped, so only the model, the stream flags and auth change; the
 // answer is decoded leniently (OpenAI-compatible servers vary) and re-shaped to the contract.
-import { Effect, Schema, Stream } from "effect"
+import { Effect, Schema } from "effect"
 import type { ChatChunk, ChatCompletion, Usage } from "../../schemas/Chat.js"
-import { joinUrl, jsonDecoder, mergeHeaders, postJson, postStream, protocolError } from "./Http.js"
-import { completionId, emit, finished, initialMeta, nowSeconds, parseSse, type SseEvent, type Step, type StreamMeta, untilDone } from "./Sse.js"
+import { joinUrl, jsonDecoder, mergeHeaders, protocolError } from "./Http.js"
+import { completionId, emit, finished, nowSeconds, type SseEvent, type Step, type StreamMeta } from "./Sse.js"
+import { httpAdapter } from "./HttpAdapter.js"
 import { type UpstreamAdapter, type UpstreamCall, UpstreamError } from "./Upstream.js"
 
 const UsageWire = Schema.Struct({
@@ -85,9 +86,6 @@ const post = (call: UpstreamCall, stream: boolean) => ({
   body: requestBody(call, stream),
   timeoutMs: call.timeoutMs
 })
-
-const span = (name: string, call: UpstreamCall) =>
-  Effect.withSpan(`Upstream.openai.${name}`, { attributes: { "upstream.model": call.providerModelId } })
 
 const toCompletion = (wire: typeof CompletionWire.Type, call: UpstreamCall) =>
   Effect.gen(function*() {
@@ -175,20 +173,4 @@ const translator = (meta: StreamMeta) => {
   }
 }
 
-export const OpenAiAdapter: UpstreamAdapter = {
-  complete: (call) =>
-    postJson(post(call, false)).pipe(
-      Effect.flatMap(decodeCompletion),
-      Effect.flatMap((wire) => toCompletion(wire, call)),
-      span("complete", call)
-    ),
-  stream: (call) =>
-    Effect.gen(function*() {
-      const bytes = yield* postStream(post(call, true))
-      const meta = yield* initialMeta(call.providerModelId)
-      return parseSse(bytes).pipe(
-        Stream.mapEffect(translator(meta)),
-        untilDone
-      )
-    }).pipe(span("stream", call))
-}
+export const OpenAiAdapter: UpstreamAdapter = httpAdapter({ kind: "openai", post, decode: decodeCompletion, toCompletion, translator })

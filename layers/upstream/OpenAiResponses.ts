@@ -1,10 +1,11 @@
 // The `openai-responses` adapter: chat requests sent to an upstream Responses API
 // (POST {baseUrl}/responses) as input items, and its output items or stream events translated
 // back into a chat completion or chat chunks. (The 16-token floor is checked by the gateway.)
-import { Effect, Schema, Stream } from "effect"
+import { Effect, Schema } from "effect"
 import type { ChatChunk, ChatCompletion, ChatMessage, ChatRequest, ToolCall } from "../../schemas/Chat.js"
-import { joinUrl, jsonDecoder, mergeHeaders, postJson, postStream, protocolError } from "./Http.js"
-import { chunk, completionId, emit, finished, initialMeta, messageText, nowSeconds, parseSse, type SseEvent, type Step, type StreamMeta, untilDone, usageChunk, usageOf } from "./Sse.js"
+import { joinUrl, jsonDecoder, mergeHeaders, protocolError } from "./Http.js"
+import { chunk, completionId, emit, finished, messageText, nowSeconds, type SseEvent, type Step, type StreamMeta, usageChunk, usageOf } from "./Sse.js"
+import { httpAdapter } from "./HttpAdapter.js"
 import { type UpstreamAdapter, type UpstreamCall, UpstreamError } from "./Upstream.js"
 
 // ---- request ------------------------------------------------------------------------------
@@ -266,24 +267,4 @@ const translator = (meta: StreamMeta) => {
     }))
 }
 
-const span = (name: string, call: UpstreamCall) =>
-  Effect.withSpan(`Upstream.openai-responses.${name}`, { attributes: { "upstream.model": call.providerModelId } })
-
-export const OpenAiResponsesAdapter: UpstreamAdapter = {
-  complete: (call) =>
-    postJson(post(call, false)).pipe(
-      Effect.flatMap(decodeResponse),
-      Effect.flatMap((wire) => toCompletion(wire, call)),
-      span("complete", call)
-    ),
-  stream: (call) =>
-    Effect.gen(function*() {
-      const bytes = yield* postStream(post(call, true))
-      const meta = yield* initialMeta(call.providerModelId)
-      const chunks: Stream.Stream<ChatChunk, UpstreamError> = parseSse(bytes).pipe(
-        Stream.mapEffect(translator(meta)),
-        untilDone
-      )
-      return chunks
-    }).pipe(span("stream", call))
-}
+export const OpenAiResponsesAdapter: UpstreamAdapter = httpAdapter({ kind: "openai-responses", post, decode: decodeResponse, toCompletion, translator })

@@ -1,0 +1,36 @@
+// The shape every HTTP adapter shares: a JSON POST decoded into a completion, or an SSE POST whose
+// events a per-provider translator turns into chunks until the provider's terminator.
+import { type Either, Effect, Stream } from "effect"
+import type { ChatCompletion } from "../../schemas/Chat.js"
+import { type PostRequest, postJson, postStream } from "./Http.js"
+import { initialMeta, parseSse, type SseEvent, type Step, type StreamMeta, untilDone } from "./Sse.js"
+import type { UpstreamAdapter, UpstreamCall, UpstreamError } from "./Upstream.js"
+
+export interface HttpAdapterSpec<W> {
+  /** Span name part: `Upstream.<kind>.complete|stream`. */
+  readonly kind: string
+  readonly post: (call: UpstreamCall, stream: boolean) => PostRequest
+  readonly decode: (text: string) => Either.Either<W, UpstreamError>
+  readonly toCompletion: (wire: W, call: UpstreamCall) => Effect.Effect<ChatCompletion, UpstreamError>
+  /** A stateful translator per stream: one SSE event in, the chunks it yields (and whether it ended). */
+  readonly translator: (meta: StreamMeta) => (event: SseEvent) => Effect.Effect<Step, UpstreamError>
+}
+
+export const httpAdapter = <W>(spec: HttpAdapterSpec<W>): UpstreamAdapter => {
+  const span = (name: string, call: UpstreamCall) =>
+    Effect.withSpan(`Upstream.${spec.kind}.${name}`, { attributes: { "upstream.model": call.providerModelId } })
+  return {
+    complete: (call) =>
+      postJson(spec.post(call, false)).pipe(
+        Effect.flatMap(spec.decode),
+        Effect.flatMap((wire) => spec.toCompletion(wire, call)),
+        span("complete", call)
+      ),
+    stream: (call) =>
+      Effect.gen(function*() {
+        const bytes = yield* postStream(spec.post(call, true))
+        const meta = yield* initialMeta(call.providerModelId)
+        return parseSse(bytes).pipe(Stream.mapEffect(spec.translator(meta)), untilDone)
+      }).pipe(span("stream", call))
+  }
+}
