@@ -6,6 +6,7 @@ import { type BigDecimal, Effect } from "effect"
 import type { PlatformSettings } from "../schemas/Platforms.js"
 import { dec } from "../src/lib/Money.js"
 import type { BudgetRow } from "./BudgetLedger.js"
+import { openHoldsSql } from "./capabilities/Holds.js"
 import type { Candidate } from "./ProviderRouter.js"
 import type { ProviderKind } from "./upstream/Upstream.js"
 
@@ -71,8 +72,7 @@ export const loadAdmissionSnapshot = (
   sql<SnapshotRow>`SELECT p.settings,
       (SELECT w.balance_usd::text FROM platform_wallets w WHERE w.platform_id = p.id) AS wallet_balance,
       o.end_user_id IS NOT NULL AS has_override, o.rpm_limit, o.tpm_limit, o.rpd_limit,
-      (SELECT coalesce(sum(r.hold_usd), 0)::text FROM capability_runs r
-        WHERE r.budget_id = b.id AND r.state = 'open' AND r.expires_at > now()) AS held,
+      ${openHoldsSql(sql, sql`b.id`)}::text AS held,
       (SELECT coalesce(json_agg(json_build_object(
           'model_id', m.id, 'provider_id', pr.id, 'provider_slug', pr.slug, 'kind', pr.kind, 'base_url', pr.base_url,
           'provider_model_id', mp.provider_model_id, 'priority', mp.priority, 'weight', mp.weight,

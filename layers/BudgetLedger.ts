@@ -282,20 +282,6 @@ export class BudgetLedger extends Effect.Service<BudgetLedger>()("gateway/Budget
             : Effect.die(e))
       )
 
-    /**
-     * For admission: the live budget without a row lock (so concurrent calls of one user do not
-     * queue behind each other); only when a period reset is due does it take the locked path.
-     */
-    const peek = (platformId: string, endUserId: string) =>
-      Effect.gen(function*() {
-        const at = yield* now
-        const [row] = yield* sql<BudgetRow>`SELECT * FROM budgets
-          WHERE end_user_id = ${endUserId} AND platform_id = ${platformId} AND deleted_at IS NULL`.pipe(Effect.orDie)
-        if (row === undefined) return Option.none<BudgetRow>()
-        if (currentPeriodStart(row.period, row.period_anchor, at).getTime() <= row.period_start.getTime()) return Option.some(row)
-        return Option.some(yield* get(platformId, endUserId))
-      })
-
     /** GET: the live budget, reset first when its period has elapsed. */
     const get = (platformId: string, endUserId: string) =>
       Effect.gen(function*() {
@@ -489,7 +475,6 @@ export class BudgetLedger extends Effect.Service<BudgetLedger>()("gateway/Budget
       debit,
       debitLocked,
       lockCurrent,
-      peek,
       transactions,
       list,
       findLive,

@@ -33,7 +33,7 @@ import { openHoldsSql, platformOpenHoldsUsd } from "./capabilities/Holds.js"
 import type { EndUserPrincipal, Principal } from "./KeyAuth.js"
 import { PlatformWallet } from "./PlatformWallet.js"
 
-export { openHoldsSql, openHoldsUsd } from "./capabilities/Holds.js"
+export { openHoldsSql } from "./capabilities/Holds.js"
 
 // --- rows and policy --------------------------------------------------------------------------
 

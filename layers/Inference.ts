@@ -20,6 +20,7 @@ import { isDatabaseOutage, isQueryCanceled } from "../src/lib/SqlErrors.js"
 import { currentPeriodStart } from "../src/lib/Periods.js"
 import { type AdmissionSnapshot, loadAdmissionSnapshot } from "./AdmissionSnapshot.js"
 import { ProviderKeys } from "./ProviderKeys.js"
+import { resolveLimits } from "./RateLimitSettings.js"
 import { actorOf, BudgetLedger, type BudgetRow } from "./BudgetLedger.js"
 import { DisplayLedger } from "./DisplayLedger.js"
 import type { EndUserPrincipal, PlatformPrincipal } from "./KeyAuth.js"
@@ -49,7 +50,6 @@ export interface Admitted {
   readonly request: ChatRequest
   readonly candidates: ReadonlyArray<Candidate>
   readonly promptEstimate: number
-  readonly tokenEstimate: number
   readonly limits: RateLimits
   readonly rateLimit: RateLimitState | null
   /** The platform's display-wallet settings, for the rules applied at settlement. */
@@ -123,12 +123,8 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
     const checkRateLimit = (caller: Caller, snapshot: AdmissionSnapshot, promptEstimate: number) =>
       Effect.gen(function*() {
         if (caller._tag !== "EndUserKey") return { limits: NO_LIMITS, rateLimit: null }
-        const defaults = snapshot.settings.default_rate_limits
-        const limits: RateLimits = snapshot.override ?? {
-          rpm: defaults?.rpm_limit ?? null,
-          tpm: defaults?.tpm_limit ?? null,
-          rpd: defaults?.rpd_limit ?? null
-        }
+        const effective = resolveLimits(snapshot.override, snapshot.settings.default_rate_limits)
+        const limits: RateLimits = { rpm: effective.rpm_limit, tpm: effective.tpm_limit, rpd: effective.rpd_limit }
         return { limits, rateLimit: yield* limiter.admit(caller.endUserId, limits, promptEstimate) }
       }).pipe(Effect.withSpan("preflight.rate_limit"))
 
@@ -204,7 +200,6 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
           request,
           candidates: orderCandidates(snapshot.candidates),
           promptEstimate,
-          tokenEstimate: promptEstimate + (maxTokens ?? 0),
           limits,
           rateLimit,
           displaySettings: caller._tag === "EndUserKey" ? snapshot.settings.end_user_wallet ?? null : null,

@@ -7,7 +7,6 @@ import type { Platform, PlatformSettings } from "../schemas/Platforms.js"
 import { isUuid } from "../src/lib/Ids.js"
 import { offsetOf, paginate } from "../src/lib/Pagination.js"
 import { ApiKeys } from "./ApiKeys.js"
-import { KeyAuth } from "./KeyAuth.js"
 
 interface PlatformRow {
   readonly id: string
@@ -41,7 +40,6 @@ export class Platforms extends Effect.Service<Platforms>()("gateway/Platforms", 
   effect: Effect.gen(function*() {
     const sql = yield* PgClient.PgClient
     const apiKeys = yield* ApiKeys
-    const keyAuth = yield* KeyAuth
 
     const find = (id: string) =>
       isUuid(id)
@@ -56,8 +54,6 @@ export class Platforms extends Effect.Service<Platforms>()("gateway/Platforms", 
         Effect.flatMap(Option.match({ onNone: () => Effect.fail(platformNotFound), onSome: (r) => Effect.succeed(toPlatform(r)) }))
       )
 
-    /** Settings as stored (for other services: default budget, limits, wallet rules...). */
-    const settings = (id: string) => get(id).pipe(Effect.map((p) => p.settings))
 
     const create = (input: { readonly name: string; readonly settings?: PlatformSettings | undefined; readonly skills_enabled?: boolean | undefined }) =>
       Effect.gen(function*() {
@@ -95,6 +91,6 @@ export class Platforms extends Effect.Service<Platforms>()("gateway/Platforms", 
         return toPlatform(row!)
       }).pipe(sql.withTransaction, Effect.catchTag("SqlError", Effect.die))
 
-    return { get, settings, create, list, update, keyAuth } as const
+    return { get, create, list, update } as const
   })
 }) {}

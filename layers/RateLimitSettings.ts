@@ -4,33 +4,34 @@ import { PgClient } from "@effect/sql-pg"
 import { Effect } from "effect"
 import type { EffectiveRateLimits } from "../schemas/Catalog.js"
 import { NotFound } from "../schemas/Errors.js"
+import type { PlatformSettings } from "../schemas/Platforms.js"
 import { isUuid } from "../src/lib/Ids.js"
 
-interface LimitsRow {
-  readonly source: "explicit" | "default"
-  readonly rpm_limit: number | null
-  readonly tpm_limit: number | null
-  readonly rpd_limit: number | null
-}
+/** The resolution rule: the user's override, else the platform default, else none. */
+export const resolveLimits = (
+  override: { readonly rpm: number | null; readonly tpm: number | null; readonly rpd: number | null } | null,
+  defaults: PlatformSettings["default_rate_limits"]
+): EffectiveRateLimits =>
+  override !== null
+    ? { rpm_limit: override.rpm, tpm_limit: override.tpm, rpd_limit: override.rpd, resolution: "explicit" }
+    : defaults !== undefined
+    ? { rpm_limit: defaults.rpm_limit ?? null, tpm_limit: defaults.tpm_limit ?? null, rpd_limit: defaults.rpd_limit ?? null, resolution: "default" }
+    : { rpm_limit: null, tpm_limit: null, rpd_limit: null, resolution: "none" }
 
 export class RateLimitSettings extends Effect.Service<RateLimitSettings>()("gateway/RateLimitSettings", {
   effect: Effect.gen(function*() {
     const sql = yield* PgClient.PgClient
 
     const effective = (platformId: string, endUserId: string) =>
-      sql<LimitsRow>`
-        SELECT 'explicit' AS source, rpm_limit, tpm_limit, rpd_limit FROM end_user_rate_limits
-          WHERE end_user_id = ${endUserId} AND platform_id = ${platformId}
-        UNION ALL
-        SELECT 'default', (settings->'default_rate_limits'->>'rpm_limit')::int, (settings->'default_rate_limits'->>'tpm_limit')::int,
-          (settings->'default_rate_limits'->>'rpd_limit')::int
-        FROM platforms WHERE id = ${platformId} AND settings ? 'default_rate_limits'`.pipe(
-        Effect.map((rows): EffectiveRateLimits => {
-          const row = rows.find((r) => r.source === "explicit") ?? rows[0]
-          return row === undefined
-            ? { rpm_limit: null, tpm_limit: null, rpd_limit: null, resolution: "none" }
-            : { rpm_limit: row.rpm_limit, tpm_limit: row.tpm_limit, rpd_limit: row.rpd_limit, resolution: row.source }
-        }),
+      sql<{ settings: PlatformSettings; has_override: boolean; rpm_limit: number | null; tpm_limit: number | null; rpd_limit: number | null }>`
+        SELECT p.settings, o.end_user_id IS NOT NULL AS has_override, o.rpm_limit, o.tpm_limit, o.rpd_limit
+        FROM platforms p LEFT JOIN end_user_rate_limits o ON o.end_user_id = ${endUserId} AND o.platform_id = p.id
+        WHERE p.id = ${platformId}`.pipe(
+        Effect.map(([row]) =>
+          resolveLimits(
+            row?.has_override === true ? { rpm: row.rpm_limit, tpm: row.tpm_limit, rpd: row.rpd_limit } : null,
+            row?.settings.default_rate_limits
+          )),
         Effect.orDie
       )
 

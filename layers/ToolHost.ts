@@ -464,8 +464,7 @@ export class ToolHost extends Effect.Service<ToolHost>()("gateway/ToolHost", {
       callback,
       listTools,
       callTool,
-      handleMcp,
-      sessionCount: sessions.size
+      handleMcp
     } as const
   })
 }) {}

@@ -1,5 +1,6 @@
 // Budget holds of capability runs: an `open` capability_runs row reserves hold_usd on its budget
-// until it settles. Other pre-flights (inference) subtract `openHoldsUsd` from remaining_usd.
+// until it settles. Other pre-flights (inference) subtract `openHoldsSql` from remaining_usd.
+import type { Statement } from "@effect/sql"
 import { PgClient } from "@effect/sql-pg"
 import type { BigDecimal } from "effect"
 import { Effect } from "effect"
@@ -11,20 +12,9 @@ import { dec } from "../../src/lib/Money.js"
  * crash can never lock a budget for longer than the run timeout plus the grace period.
  * Usage: sql`SELECT ... , ${openHoldsSql(sql, budgetIdColumnOrValue)} AS held`.
  */
-export const openHoldsSql = (sql: PgClient.PgClient, budgetId: string) =>
+export const openHoldsSql = (sql: PgClient.PgClient, budgetId: string | Statement.Fragment) =>
   sql`(SELECT coalesce(sum(hold_usd), 0) FROM capability_runs
         WHERE budget_id = ${budgetId} AND state = 'open' AND expires_at > now())`
-
-/**
- * The USD held on a budget right now. Call it after locking the budget row (SELECT ... FOR
- * UPDATE) in the same transaction: holds are inserted under that lock, so the value is exact.
- */
-export const openHoldsUsd = (budgetId: string): Effect.Effect<BigDecimal.BigDecimal, never, PgClient.PgClient> =>
-  Effect.gen(function*() {
-    const sql = yield* PgClient.PgClient
-    const [row] = yield* sql<{ held: string }>`SELECT ${openHoldsSql(sql, budgetId)}::text AS held`
-    return dec(row?.held ?? "0")
-  }).pipe(Effect.orDie)
 
 /** The USD held by open, unexpired runs across a platform (checked against its wallet). */
 export const platformOpenHoldsUsd = (platformId: string): Effect.Effect<BigDecimal.BigDecimal, never, PgClient.PgClient> =>
