@@ -203,6 +203,13 @@ export class BudgetLedger extends Effect.Service<BudgetLedger>()("gateway/Budget
         return yield* resetIfDue(row, at)
       })
 
+    /** Settlements: the live budget when it is active, locked and reset; none otherwise. */
+    const lockActive = (platformId: string, endUserId: string, at: Date) =>
+      lockCurrent(platformId, endUserId, at).pipe(
+        Effect.map((row) => row.is_active ? Option.some(row) : Option.none<BudgetRow>()),
+        Effect.catchTag("NotFound", () => Effect.succeed(Option.none<BudgetRow>()))
+      )
+
     const resetIfDue = (row: BudgetRow, at: Date) =>
       Effect.gen(function*() {
         const due = currentPeriodStart(row.period, row.period_anchor, at)
@@ -475,6 +482,7 @@ export class BudgetLedger extends Effect.Service<BudgetLedger>()("gateway/Budget
       debit,
       debitLocked,
       lockCurrent,
+      lockActive,
       transactions,
       list,
       findLive,

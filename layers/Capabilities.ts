@@ -481,10 +481,7 @@ export class Capabilities extends Effect.Service<Capabilities>()("gateway/Capabi
       Effect.gen(function*() {
         const at = yield* now
         const charge = s.charge && BigDecimal.greaterThan(s.cost, ZERO)
-        const budget = yield* ledger.lockCurrent(caller.platformId, caller.endUserId, at).pipe(
-          Effect.map(Option.some),
-          Effect.catchTag("NotFound", () => Effect.succeed(Option.none<BudgetRow>()))
-        )
+        const budget = yield* ledger.lockActive(caller.platformId, caller.endUserId, at)
         const closed = yield* sql`UPDATE capability_runs SET state = ${s.state}, cost_usd = ${sqlDec(charge ? s.cost : ZERO)},
             status = ${s.status}, ok = ${s.ok}, error_message = ${s.error}, settled_at = ${at}
           WHERE id = ${reserved.runId} AND platform_id = ${caller.platformId} AND state = 'open' RETURNING id`
@@ -493,7 +490,7 @@ export class Capabilities extends Effect.Service<Capabilities>()("gateway/Capabi
         let chargedEndUser = false
         if (charge) {
           // The hold's budget, unless it was deleted (or replaced) while the call ran.
-          if (Option.isSome(budget) && budget.value.id === reserved.budgetId && budget.value.is_active) {
+          if (Option.isSome(budget) && budget.value.id === reserved.budgetId) {
             yield* ledger.debitLocked(budget.value, { amount: s.cost, reason: "capability_run", metadata }, actorOf(caller), at)
             chargedEndUser = true
           }

@@ -284,11 +284,8 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
             ON CONFLICT (id) DO NOTHING RETURNING id`
           if (logged.length === 0) return
           if (caller._tag === "EndUserKey") {
-            const budget = yield* ledger.lockCurrent(caller.platformId, caller.endUserId, now).pipe(
-              Effect.map(Option.some),
-              Effect.catchTag("NotFound", () => Effect.succeed(Option.none()))
-            )
-            if (Option.isSome(budget) && budget.value.is_active) {
+            const budget = yield* ledger.lockActive(caller.platformId, caller.endUserId, now)
+            if (Option.isSome(budget)) {
               const displayCharge = yield* display.charge(budget.value, admitted.displaySettings, { costUsd: cost, inferenceCalls: 1, toolCalls: 0 })
               if (billable) {
                 const metadata = BigDecimal.isZero(displayCharge) ? details : { ...details, display_charged: BigDecimal.format(displayCharge) }

@@ -44,6 +44,20 @@ export const makeMetering = Effect.gen(function*() {
    * locked by the upsert until commit, so concurrent calls of a platform get distinct numbers.
    * Lock order (counter, budget, wallet) never inverts inference settlement's (budget, wallet).
    */
+  /**
+   * Locks the user's active budget and applies the display rule `tool_call` (every invocation,
+   * free tier or not); returns the locked budget for the paid path. Inside the caller's transaction.
+   */
+  const chargeDisplay = (principal: EndUserPrincipal, now: Date) =>
+    Effect.gen(function*() {
+      const budget = yield* ledger.lockActive(principal.platformId, principal.endUserId, now)
+      if (Option.isSome(budget)) {
+        const settings = yield* display.walletSettings(principal.platformId)
+        yield* display.charge(budget.value, settings, { costUsd: ZERO, inferenceCalls: 0, toolCalls: 1 })
+      }
+      return budget
+    })
+
   const record = (principal: EndUserPrincipal, call: ExecutedCall) =>
     Effect.gen(function*() {
       const now = new Date(yield* Clock.currentTimeMillis)
@@ -53,15 +67,7 @@ export const makeMetering = Effect.gen(function*() {
           VALUES (${principal.platformId}, ${monthOf(now)}::date, 1)
           ON CONFLICT (platform_id, month) DO UPDATE SET count = tool_call_counters.count + 1
           RETURNING count::text`
-        const budget = yield* ledger.lockCurrent(principal.platformId, principal.endUserId, now).pipe(
-          Effect.map((b) => b.is_active ? Option.some(b) : Option.none()),
-          Effect.catchTag("NotFound", () => Effect.succeed(Option.none()))
-        )
-        // The display rule `tool_call` applies to every invocation, free tier or not.
-        if (Option.isSome(budget)) {
-          const settings = yield* display.walletSettings(principal.platformId)
-          yield* display.charge(budget.value, settings, { costUsd: ZERO, inferenceCalls: 0, toolCalls: 1 })
-        }
+        const budget = yield* chargeDisplay(principal, now)
         if (Number(counter!.count) <= config.freeCalls) return
         if (billable) {
           if (Option.isSome(budget)) {
@@ -86,16 +92,8 @@ export const makeMetering = Effect.gen(function*() {
 
   /** Skill tools are not metered, but the display rule `tool_call` applies to them too. */
   const displayOnly = (principal: EndUserPrincipal) =>
-    Effect.gen(function*() {
-      const now = new Date(yield* Clock.currentTimeMillis)
-      const budget = yield* ledger.lockCurrent(principal.platformId, principal.endUserId, now).pipe(
-        Effect.map((b) => b.is_active ? Option.some(b) : Option.none()),
-        Effect.catchTag("NotFound", () => Effect.succeed(Option.none()))
-      )
-      if (Option.isNone(budget)) return
-      const settings = yield* display.walletSettings(principal.platformId)
-      yield* display.charge(budget.value, settings, { costUsd: ZERO, inferenceCalls: 0, toolCalls: 1 })
-    }).pipe(
+    Clock.currentTimeMillis.pipe(
+      Effect.flatMap((ms) => chargeDisplay(principal, new Date(ms))),
       sql.withTransaction,
       Effect.retry({ while: isQueryCanceled, times: 3 }),
       Effect.catchAllCause((cause) => Effect.logError("tool call display charge failed", cause)),
