@@ -3,11 +3,15 @@
 // locally at once and on every other instance through Postgres LISTEN/NOTIFY.
 import { SqlClient } from "@effect/sql"
 import { PgClient } from "@effect/sql-pg"
-import { Clock, Context, Deferred, Effect, Option, Redacted, Schedule, Stream } from "effect"
+import { Clock, Context, Deferred, Effect, Metric, Option, Redacted, Schedule, Stream } from "effect"
 import { randomUUID, timingSafeEqual } from "node:crypto"
 import { Forbidden, Unauthorized } from "../schemas/Errors.js"
 import { AdminKey } from "./AdminKey.js"
 import { hashKey } from "./KeyFormat.js"
+import { authLookups } from "./Metrics.js"
+
+const fromCache = Metric.tagged(authLookups, "source", "cache")
+const fromDatabase = Metric.tagged(authLookups, "source", "database")
 
 export interface AdminPrincipal {
   readonly _tag: "Admin"
@@ -111,8 +115,9 @@ export class KeyAuth extends Effect.Service<KeyAuth>()("gateway/KeyAuth", {
       Effect.retry(Schedule.spaced("1 second")),
       Effect.forkScoped
     )
-    const sendProbe = sql`SELECT pg_notify(${CHANNEL}, ${probes.sent})`
-    yield* sendProbe.pipe(
+    // A function: the statement must carry the probe of the moment, not the first one.
+    const sendProbe = () => sql`SELECT pg_notify(${CHANNEL}, ${probes.sent})`
+    yield* Effect.suspend(sendProbe).pipe(
       Effect.zipRight(Deferred.await(listening).pipe(Effect.timeout("200 millis"))),
       Effect.retry(Schedule.spaced("50 millis").pipe(Schedule.upTo("30 seconds"))),
       Effect.orDie,
@@ -124,7 +129,7 @@ export class KeyAuth extends Effect.Service<KeyAuth>()("gateway/KeyAuth", {
 
     const checkChannel = Effect.gen(function*() {
       probes.sent = `ready:${randomUUID()}`
-      yield* sendProbe.pipe(Effect.ignore)
+      yield* sendProbe().pipe(Effect.ignore)
       yield* Effect.sleep(PROBE_WAIT)
       const healthy = probes.received === probes.sent
       if (!healthy) cache.clear()
@@ -191,6 +196,9 @@ export class KeyAuth extends Effect.Service<KeyAuth>()("gateway/KeyAuth", {
           if (Option.isNone(row)) return yield* invalid
           entry = yield* toEntry(row.value, now)
           if (probes.healthy) cache.set(cacheKey, entry)
+          yield* Metric.increment(fromDatabase)
+        } else {
+          yield* Metric.increment(fromCache)
         }
         if (entry.expiresAt !== null && entry.expiresAt <= now) {
           return yield* new Unauthorized({ code: "api_key_expired", message: "This API key has expired" })

@@ -42,3 +42,9 @@ export const rateLimiterErrors = Metric.counter("gateway.ratelimiter.errors", {
   description: "Rate limiter store failures",
   incremental: true
 })
+
+/** API key resolutions, tagged `source`: `cache` (no database read) or `database`. */
+export const authLookups = Metric.counter("gateway.auth.lookups", {
+  description: "API key resolutions by source (cache or database)",
+  incremental: true
+})

@@ -56,3 +56,20 @@ it("exports request, token, cost and rejection metrics", async () => {
   expect(points("gateway.cost_usd").some((p) => p.attributes["gen_ai.request.model"] === "metric-model")).toBe(true)
   expect(points("gateway.inference.duration_ms").length).toBeGreaterThan(0)
 })
+
+it("serves repeated keys from the auth cache once the invalidation channel is proven live", async () => {
+  const { platformId, platformKey } = await createPlatform(gw)
+  // The first channel check ends about a second after start; wait past it so a broken probe
+  // (the cache switched off) would show.
+  await new Promise((resolve) => setTimeout(resolve, 2500))
+  const total = (source: string) =>
+    Number(points("gateway.auth.lookups").find((p) => p.attributes.source === source)?.value ?? 0)
+  await gw.call("GET", `/v1/platforms/${platformId}`, { key: platformKey })
+  await new Promise((resolve) => setTimeout(resolve, 300))
+  const before = { cache: total("cache"), database: total("database") }
+  for (let i = 0; i < 5; i++) {
+    expect((await gw.call("GET", `/v1/platforms/${platformId}`, { key: platformKey })).status).toBe(200)
+  }
+  await expect.poll(() => total("cache") - before.cache, { timeout: 5000 }).toBeGreaterThanOrEqual(5)
+  expect(total("database")).toBe(before.database)
+})
