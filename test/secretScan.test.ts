@@ -1,14 +1,20 @@
 // No secret ever reaches logs or spans: every log line (with its cause) and every span attribute
-// captured while keys, provider keys, webhook secrets and OAuth-free flows are used and while
-// errors are logged is scanned for the raw values.
+// captured while keys, provider keys, webhook secrets and a tool app's OAuth flow (code, tokens,
+// refresh, revocation) are used and while errors are logged is scanned for the raw values.
 import { NodeSdk } from "@effect/opentelemetry"
+import { Client } from "@modelcontextprotocol/sdk/client/index.js"
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
+import type { Attributes } from "@opentelemetry/api"
 import { InMemorySpanExporter, SimpleSpanProcessor } from "@opentelemetry/sdk-trace-base"
 import { Cause, Layer, Logger } from "effect"
+import { randomBytes } from "node:crypto"
 import { mkdtempSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { afterAll, beforeAll, expect, it } from "vitest"
 import { type FakeUpstream, startFakeOpenAi } from "./fakes/FakeOpenAi.js"
+import { type FakeToolApis, startFakeToolApis, toolAppEnv } from "./fakes/FakeToolApis.js"
+import { type OAuthLanding, startOAuthLanding } from "./fakes/OAuthLanding.js"
 import { createEndUser, createPlatform, type Gateway, startGateway } from "./support/Gateway.js"
 
 const lines: Array<string> = []
@@ -18,14 +24,18 @@ const capture = Logger.make(({ cause, message }) => {
 const spans = new InMemorySpanExporter()
 let gw: Gateway
 let upstream: FakeUpstream
+let toolApis: FakeToolApis
+let landing: OAuthLanding
 
 beforeAll(async () => {
   upstream = await startFakeOpenAi()
+  toolApis = await startFakeToolApis()
+  landing = await startOAuthLanding()
   // A config file makes the gateway log at start, proving the capture sees the gateway's logs.
   const dir = mkdtempSync(join(tmpdir(), "secret-scan-"))
   writeFileSync(join(dir, "gateway.json"), JSON.stringify({ providers: [], models: [] }))
   gw = await startGateway({
-    env: { GATEWAY_ALLOW_PRIVATE_URLS: "true", GATEWAY_CONFIG: join(dir, "gateway.json") },
+    env: { GATEWAY_ALLOW_PRIVATE_URLS: "true", GATEWAY_CONFIG: join(dir, "gateway.json"), ...toolAppEnv(toolApis) },
     tracing: Layer.mergeAll(
       Logger.replace(Logger.defaultLogger, capture),
       NodeSdk.layer(() => ({ resource: { serviceName: "secret-scan" }, spanProcessor: new SimpleSpanProcessor(spans) }))
@@ -35,7 +45,16 @@ beforeAll(async () => {
 afterAll(async () => {
   await gw?.close()
   await upstream?.close()
+  await toolApis?.close()
+  await landing?.close()
 })
+
+/** Every captured log line and span (name, attributes, events) as one text. */
+const captured = () =>
+  [
+    ...lines,
+    ...spans.getFinishedSpans().map((s) => JSON.stringify({ name: s.name, attributes: s.attributes, events: s.events }))
+  ].join("\n")
 
 it("keys, provider keys and webhook secrets appear in no log line and no span", async () => {
   const providerKey = "sk-provider-SECRET-0123456789abcdef"
@@ -68,11 +87,110 @@ it("keys, provider keys and webhook secrets appear in no log line and no span", 
   await new Promise((r) => setTimeout(r, 800))
 
   expect(lines.some((l) => l.includes("upstream dropped mid-stream"))).toBe(true) // request-time logs are seen
-  const everything = [
-    ...lines,
-    ...spans.getFinishedSpans().map((s) => JSON.stringify({ name: s.name, attributes: s.attributes, events: s.events }))
-  ].join("\n")
+  const everything = captured()
   for (const secret of [gw.adminKey, platformKey, eu.endUserKey, providerKey, webhookSecret, webhookSecret.slice(6)]) {
     expect(everything.includes(secret), `secret ${secret.slice(0, 10)}... leaked`).toBe(false)
   }
+})
+
+it("OAuth client secrets, authorization codes, PKCE verifiers, access and refresh tokens appear in no log line and no span", async () => {
+  const app = "zendesk" // PKCE, refresh tokens that rotate on every refresh
+  const clientSecret = `oauth-client-SECRET-${randomBytes(12).toString("hex")}`
+  toolApis.setClient(app, `client-${app}`, clientSecret)
+  const { platformId, platformKey } = await createPlatform(gw)
+  const eu = await createEndUser(gw, platformId, platformKey, "oauth-scanned")
+  const activated = await gw.call("POST", `/v1/platforms/${platformId}/mcp/apps`, {
+    key: platformKey,
+    body: { app_slug: app, client_id: `client-${app}`, client_secret: clientSecret, base_url: landing.url }
+  })
+  expect(activated.status).toBe(201)
+
+  const callTool = async () => {
+    const client = new Client({ name: "secret-scan", version: "1.0.0" })
+    const transport = new StreamableHTTPClientTransport(new URL(`${gw.toolsUrl}/mcp/${app}`), {
+      requestInit: { headers: { Authorization: `Bearer ${eu.endUserKey}` } }
+    })
+    await client.connect(transport)
+    try {
+      return await client.callTool({ name: "zendesk_list_tickets", arguments: {} })
+    } finally {
+      await transport.terminateSession()
+      await client.close()
+    }
+  }
+
+  // The browser's part: gateway authorize -> provider consent -> gateway callback (code) -> landing.
+  // Tokens expire after 1 s, so each later tool call refreshes first.
+  let code = ""
+  toolApis.setExpiresIn(app, 1)
+  try {
+    const start = await fetch(`${gw.toolsUrl}/oauth/authorize?app=${app}`, { redirect: "manual", headers: { authorization: `Bearer ${eu.endUserKey}` } })
+    expect(start.status).toBe(302)
+    const consent = await fetch(start.headers.get("location")!, { redirect: "manual" })
+    expect(consent.status).toBe(302)
+    const callbackUrl = consent.headers.get("location")!
+    code = new URL(callbackUrl).searchParams.get("code")!
+    const back = await fetch(callbackUrl, { redirect: "manual" })
+    expect(back.status).toBe(302)
+    expect(new URL(back.headers.get("location")!).searchParams.get("status")).toBe("connected")
+    // The same code again (refused, and the refusal is logged or traced).
+    expect(new URL((await fetch(callbackUrl, { redirect: "manual" })).headers.get("location")!).searchParams.get("error")).toBe("invalid_state")
+
+    for (let i = 0; i < 2; i++) {
+      await new Promise((r) => setTimeout(r, 1100))
+      expect((await callTool()).isError ?? false).toBe(false)
+    }
+  } finally {
+    toolApis.setExpiresIn(app, null)
+  }
+  // A revoked grant: the call fails with 401 at the provider and the connection needs re-auth.
+  toolApis.revoke(app)
+  expect((await callTool()).isError).toBe(true)
+
+  // What was really exchanged, as the provider saw it.
+  const tokenRequests = toolApis.requestsFor(app).filter((r) => r.path === "/oauth/token")
+  const codeExchange = tokenRequests.find((r) => r.body?.grant_type === "authorization_code")!
+  const refreshes = tokenRequests.filter((r) => r.body?.grant_type === "refresh_token")
+  expect(code).toMatch(/^code-zendesk-/)
+  expect(codeExchange.body.code).toBe(code)
+  const codeVerifier = codeExchange.body.code_verifier as string
+  expect(codeVerifier.length).toBeGreaterThanOrEqual(43)
+  // At least the first refresh token and its rotation were really used (the revoked call may try a third).
+  expect(refreshes.length).toBeGreaterThanOrEqual(2)
+  const refreshTokens = refreshes.map((r) => r.body.refresh_token as string)
+  const accessTokens = toolApis.issuedTokens(app)
+  expect(accessTokens).toHaveLength(3) // the code exchange and two refreshes
+  const used = toolApis.requestsFor(app).filter((r) => !r.path.startsWith("/oauth")).map((r) => r.headers.authorization)
+  expect(used).toContain(`Bearer ${accessTokens[2]}`)
+
+  // The flow was seen by the capture: the callback and the refreshes were traced.
+  const names = spans.getFinishedSpans().map((s) => s.name)
+  expect(names).toContain("ToolHost.callback")
+  expect(names.filter((n) => n === "ToolHost.refresh").length).toBeGreaterThanOrEqual(2)
+  const everything = captured()
+  for (const secret of [clientSecret, codeVerifier, ...accessTokens, ...refreshTokens]) {
+    expect(everything.includes(secret), `secret ${secret.slice(0, 14)}... leaked`).toBe(false)
+  }
+  // The authorization code: in no log line and no span attribute, except the one known leak below.
+  authorizationCode = code
+  expect(lines.some((l) => l.includes(code)), "code in a log line").toBe(false)
+  for (const s of spans.getFinishedSpans()) {
+    for (const [name, value] of Object.entries(s.attributes)) {
+      if (knownCodeLeak(s.name, s.attributes, name)) continue
+      expect(String(value).includes(code), `code in span ${s.name} attribute ${name}`).toBe(false)
+    }
+    expect(JSON.stringify(s.events).includes(code), `code in span ${s.name} events`).toBe(false)
+  }
+})
+
+// KNOWN LEAK (issue 9): the tools listener's `http.server GET` span for /oauth/callback records the
+// query string, code included, in `url.full` and `url.query` (src/tools/Server.ts, default
+// HttpMiddleware.tracer). Once fixed, the test below fails: drop `knownCodeLeak` and make it `it`.
+let authorizationCode = ""
+const knownCodeLeak = (span: string, attributes: Attributes, name: string) =>
+  span === "http.server GET" && attributes["url.path"] === "/oauth/callback" && (name === "url.full" || name === "url.query")
+
+it.fails("KNOWN LEAK: the OAuth authorization code appears in no span attribute at all", () => {
+  expect(authorizationCode).toMatch(/^code-zendesk-/)
+  expect(captured().includes(authorizationCode)).toBe(false)
 })

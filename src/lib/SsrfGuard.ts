@@ -78,8 +78,10 @@ const blockedV6 = (b: ReadonlyArray<number>): boolean => {
   if (zeros(0, 15) && (b[15] === 0 || b[15] === 1)) return true // :: and ::1
   // Forms that carry an IPv4 address: judge the embedded address.
   if (zeros(0, 10) && b[10] === 0xff && b[11] === 0xff) return blockedV4(b.slice(12)) // ::ffff:a.b.c.d
-  if (zeros(0, 12)) return true // deprecated IPv4-compatible ::a.b.c.d: never legitimate
   if (b[0] === 0x00 && b[1] === 0x64 && b[2] === 0xff && b[3] === 0x9b && zeros(4, 12)) return blockedV4(b.slice(12)) // NAT64
+  // The rest of 0000::/8 is reserved, never public, and some of it reaches IPv4 through a
+  // translator: IPv4-compatible ::a.b.c.d, SIIT ::ffff:0:a.b.c.d, local-use NAT64 64:ff9b:1::/48.
+  if (b[0] === 0x00) return true
   if (b[0] === 0x20 && b[1] === 0x02) return blockedV4(b.slice(2, 6)) // 6to4
   const first = b[0]!
   const second = b[1]!
