@@ -48,3 +48,22 @@ export const authLookups = Metric.counter("gateway.auth.lookups", {
   description: "API key resolutions by source (cache or database)",
   incremental: true
 })
+
+// Database pool usage, sampled every second (layers/Database.ts). Names and attributes follow the
+// OpenTelemetry database client semantic conventions; every point carries
+// `db.client.connection.pool.name` = "model-gateway".
+
+/** Open pool connections, tagged `db.client.connection.state`: `used` (checked out) or `idle`. */
+export const dbPoolConnections = Metric.gauge("db.client.connection.count", {
+  description: "Open connections of the Postgres pool by state (used|idle)"
+})
+
+/** The pool's ceiling: DATABASE_POOL_SIZE. */
+export const dbPoolMax = Metric.gauge("db.client.connection.max", {
+  description: "Maximum open connections of the Postgres pool (DATABASE_POOL_SIZE)"
+})
+
+/** Queries waiting for a connection because the pool is at its ceiling. */
+export const dbPoolPending = Metric.gauge("db.client.connection.pending_requests", {
+  description: "Requests waiting for a Postgres pool connection"
+})

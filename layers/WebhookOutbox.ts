@@ -1,8 +1,10 @@
 // WebhookOutbox: budget events written as outbox rows inside the ledger transaction, then
-// delivered (Standard Webhooks signature, retried by GATEWAY_WEBHOOK_RETRY_SCHEDULE) by a
-// dispatcher that several instances may run at once. WebhookEndpoints: the tenant's endpoints.
+// delivered (Standard Webhooks signature, retried by GATEWAY_WEBHOOK_RETRY_SCHEDULE, W3C
+// traceparent of the enqueuing trace) by a dispatcher that several instances may run at once.
+// WebhookEndpoints: the tenant's endpoints.
+import { Headers, HttpTraceContext } from "@effect/platform"
 import { PgClient } from "@effect/sql-pg"
-import { BigDecimal, Clock, Effect, Metric, Option, Queue, Schema, Stream } from "effect"
+import { BigDecimal, Clock, Effect, Metric, Option, Queue, Schema, Stream, type Tracer } from "effect"
 import { createHmac, randomBytes } from "node:crypto"
 import * as http from "node:http"
 import * as https from "node:https"
@@ -83,6 +85,14 @@ export const sign = (secret: string, webhookId: string, timestamp: number, body:
 
 const newSecret = (): string => `whsec_${randomBytes(24).toString("base64")}`
 
+/** W3C `traceparent` naming a span as the parent of whatever receives it. */
+export const traceparentOf = (span: Tracer.AnySpan): string =>
+  `00-${span.traceId}-${span.spanId}-${span.sampled ? "01" : "00"}`
+
+/** The stored traceparent as a parent span; none when absent or malformed (the delivery starts a trace). */
+const parentFrom = (traceparent: string | null): Option.Option<Tracer.ExternalSpan> =>
+  traceparent === null ? Option.none() : HttpTraceContext.w3c(Headers.fromInput({ traceparent }))
+
 // --- rows ---------------------------------------------------------------------------------
 
 interface EndpointRow {
@@ -135,6 +145,9 @@ interface ClaimedRow {
   readonly id: string
   readonly attempt: number
   readonly webhook_id: string
+  readonly event_type: string
+  /** The enqueuing span's W3C context; NULL for events written before migration 0010. */
+  readonly traceparent: string | null
   readonly payload: unknown
   readonly url: string
   readonly secret_encrypted: string
@@ -189,6 +202,9 @@ export class WebhookOutbox extends Effect.Service<WebhookOutbox>()("gateway/Webh
     const enqueue = (eventType: BudgetEventType, data: BudgetEventData, createdAt: Date): Effect.Effect<void> =>
       Effect.gen(function*() {
         const envelope = buildEnvelope(eventType, data, createdAt)
+        // This enqueue span (a child of the request's or the settlement's): every delivery attempt
+        // of the event becomes its child, in that trace, whichever instance sends it.
+        const traceparent = Option.getOrNull(Option.map(yield* Effect.option(Effect.currentSpan), traceparentOf))
         // Endpoints without a list get every type except the opt-in, high-volume debits.
         // The event row is written only when some endpoint wants it: most budget.debited events
         // (one per inference call) have no subscriber and cost one cheap read.
@@ -198,8 +214,9 @@ export class WebhookOutbox extends Effect.Service<WebhookOutbox>()("gateway/Webh
               AND CASE WHEN ep.event_types IS NULL THEN ${eventType} <> 'budget.debited'
                        ELSE ${eventType} = ANY(ep.event_types) END),
           ev AS (
-            INSERT INTO webhook_events (event_id, platform_id, event_type, payload, created_at)
-            SELECT ${envelope.event_id}, ${data.platform_id}, ${eventType}, ${JSON.stringify(envelope)}::jsonb, ${createdAt}
+            INSERT INTO webhook_events (event_id, platform_id, event_type, payload, created_at, traceparent)
+            SELECT ${envelope.event_id}, ${data.platform_id}, ${eventType}, ${JSON.stringify(envelope)}::jsonb, ${createdAt},
+              ${traceparent}
             WHERE EXISTS (SELECT 1 FROM eps)
             ON CONFLICT (event_id) DO NOTHING
             RETURNING id)
@@ -231,8 +248,8 @@ export class WebhookOutbox extends Effect.Service<WebhookOutbox>()("gateway/Webh
           LIMIT ${BATCH_SIZE}
           FOR UPDATE SKIP LOCKED)
         RETURNING id, attempt, event_id, endpoint_id)
-      SELECT c.id, c.attempt, e.event_id AS webhook_id, e.payload, ep.url, ep.secret_encrypted,
-        ep.is_active AS endpoint_active
+      SELECT c.id, c.attempt, e.event_id AS webhook_id, e.event_type, e.traceparent, e.payload, ep.url,
+        ep.secret_encrypted, ep.is_active AS endpoint_active
       FROM claimed c
       JOIN webhook_events e ON e.id = c.event_id
       JOIN webhook_endpoints ep ON ep.id = c.endpoint_id`
@@ -250,18 +267,21 @@ export class WebhookOutbox extends Effect.Service<WebhookOutbox>()("gateway/Webh
         // Re-decode the stored JSON so the body keeps the spec's field order (jsonb does not).
         const body = JSON.stringify(yield* encodeEnvelope(row.payload))
         const timestamp = Math.floor((yield* Clock.currentTimeMillis) / 1000)
+        // The delivery span is the receiver's parent. Not signed: Standard Webhooks signs only
+        // id, timestamp and body, and a receiver must not trust trace context for anything.
+        const span = yield* Effect.option(Effect.currentSpan)
         const status = yield* post(url, {
           "content-type": "application/json",
           "user-agent": "model-gateway-webhooks/1",
           "webhook-id": row.webhook_id,
           "webhook-timestamp": String(timestamp),
-          "webhook-signature": sign(secret, row.webhook_id, timestamp, body)
+          "webhook-signature": sign(secret, row.webhook_id, timestamp, body),
+          ...Option.match(span, { onNone: () => ({}), onSome: (s) => ({ traceparent: traceparentOf(s) }) })
         }, body, allowPrivate)
         const ok = status >= 200 && status < 300
         return { httpStatus: status, error: ok ? null : `HTTP ${status}` }
       }).pipe(
-        Effect.catchAll((e): Effect.Effect<Outcome> => Effect.succeed({ httpStatus: null, error: e.message })),
-        Effect.withSpan("WebhookOutbox.send", { attributes: { "webhook.delivery_id": row.id } })
+        Effect.catchAll((e): Effect.Effect<Outcome> => Effect.succeed({ httpStatus: null, error: e.message }))
       )
 
     /**
@@ -281,16 +301,39 @@ export class WebhookOutbox extends Effect.Service<WebhookOutbox>()("gateway/Webh
           WHERE id = ${row.id} AND attempt = ${row.attempt} AND status = 'pending'
           RETURNING id)
         INSERT INTO webhook_delivery_attempts (delivery_id, attempt, http_status, error)
-        SELECT id, ${made}, ${outcome.httpStatus}, ${outcome.error} FROM upd`))
+        SELECT id, ${made}, ${outcome.httpStatus}, ${outcome.error} FROM upd`), Effect.as(outcomeTag))
     }
 
-    // Uninterruptible so shutdown finishes (and records) attempts in flight; Node's timeout bounds it.
+    /**
+     * One attempt (send and record) in a `WebhookOutbox.deliver` span whose parent is the enqueue
+     * span stored with the event. Attributes name the delivery, never the URL (it may carry a
+     * token of the tenant's) nor the secret. Uninterruptible so shutdown finishes (and records)
+     * attempts in flight; Node's timeout bounds it.
+     */
     const deliver = (row: ClaimedRow) =>
-      send(row).pipe(Effect.flatMap((outcome) => complete(row, outcome)), Effect.uninterruptible)
+      Effect.gen(function*() {
+        const outcome = yield* send(row)
+        if (outcome.httpStatus !== null) yield* Effect.annotateCurrentSpan("http.response.status_code", outcome.httpStatus)
+        yield* Effect.annotateCurrentSpan("webhook.outcome", yield* complete(row, outcome))
+      }).pipe(
+        Effect.withSpan("WebhookOutbox.deliver", {
+          kind: "client",
+          attributes: {
+            "webhook.delivery_id": row.id,
+            "webhook.event_id": row.webhook_id,
+            "webhook.event_type": row.event_type,
+            "webhook.attempt": row.attempt + 1
+          },
+          ...Option.match(parentFrom(row.traceparent), { onNone: () => ({ root: true }), onSome: (parent) => ({ parent }) })
+        }),
+        Effect.uninterruptible
+      )
 
     /** One claim-and-send round; true when the batch was full (more may be due right now). */
     const round = Effect.gen(function*() {
-      const rows = yield* claim
+      // Untraced: an idle poll every 500 ms would otherwise be a root trace of its own each time.
+      // Each claimed row is traced by its delivery span, in the trace that enqueued it.
+      const rows = yield* Effect.withTracerEnabled(claim, false)
       yield* Effect.forEach(rows, deliver, { concurrency: BATCH_SIZE, discard: true })
       return rows.length === BATCH_SIZE
     })

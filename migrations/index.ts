@@ -9,6 +9,7 @@ import display from "./0006_display.js"
 import tools from "./0007_tools.js"
 import capabilities from "./0008_capabilities.js"
 import skills from "./0009_skills.js"
+import webhookTraceContext from "./0010_webhook_trace_context.js"
 
 export const migrations = Migrator.fromRecord({
   "0001_foundation": foundation,
@@ -19,5 +20,6 @@ export const migrations = Migrator.fromRecord({
   "0006_display": display,
   "0007_tools": tools,
   "0008_capabilities": capabilities,
-  "0009_skills": skills
+  "0009_skills": skills,
+  "0010_webhook_trace_context": webhookTraceContext
 })

@@ -1,16 +1,19 @@
 // Metrics: a metric reader on the gateway's OpenTelemetry layer receives the Effect metrics:
-// settled requests, tokens, cost and duration by model, and pre-flight rejections by code.
+// settled requests, tokens, cost and duration by model, pre-flight rejections by code, and the
+// database pool's usage.
 import { NodeSdk } from "@effect/opentelemetry"
-import { AggregationTemporality, InMemoryMetricExporter, PeriodicExportingMetricReader } from "@opentelemetry/sdk-metrics"
+import { AggregationTemporality, DataPointType, InMemoryMetricExporter, PeriodicExportingMetricReader } from "@opentelemetry/sdk-metrics"
 import { InMemorySpanExporter, SimpleSpanProcessor } from "@opentelemetry/sdk-trace-base"
 import { afterAll, beforeAll, expect, it } from "vitest"
 import { createEndUser, createPlatform, type Gateway, startGateway } from "./support/Gateway.js"
 
 const metrics = new InMemoryMetricExporter(AggregationTemporality.CUMULATIVE)
 const reader = new PeriodicExportingMetricReader({ exporter: metrics, exportIntervalMillis: 100 })
+const POOL_SIZE = 6
 let gw: Gateway
 beforeAll(async () => {
   gw = await startGateway({
+    env: { DATABASE_POOL_SIZE: String(POOL_SIZE) },
     tracing: NodeSdk.layer(() => ({
       resource: { serviceName: "gateway-metrics-test" },
       spanProcessor: new SimpleSpanProcessor(new InMemorySpanExporter()),
@@ -72,4 +75,29 @@ it("serves repeated keys from the auth cache once the invalidation channel is pr
   }
   await expect.poll(() => total("cache") - before.cache, { timeout: 5000 }).toBeGreaterThanOrEqual(5)
   expect(total("database")).toBe(before.database)
+})
+
+it("exports the database pool's usage: connections by state, the configured maximum, waiting requests", async () => {
+  const { platformId, platformKey } = await createPlatform(gw)
+  expect((await gw.call("GET", `/v1/platforms/${platformId}`, { key: platformKey })).status).toBe(200)
+  const pool = "model-gateway"
+  const gauge = (name: string, state?: string) =>
+    points(name).find((p) =>
+      p.attributes["db.client.connection.pool.name"] === pool &&
+      (state === undefined || p.attributes["db.client.connection.state"] === state)
+    )?.value as number | undefined
+  // Sampled every second, exported every 100 ms: the pool has opened connections by now.
+  await expect.poll(() => (gauge("db.client.connection.count", "idle") ?? 0) + (gauge("db.client.connection.count", "used") ?? 0), {
+    timeout: 5000
+  }).toBeGreaterThanOrEqual(1)
+  const idle = gauge("db.client.connection.count", "idle")!
+  const used = gauge("db.client.connection.count", "used")!
+  expect(idle).toBeGreaterThanOrEqual(0)
+  expect(used).toBeGreaterThanOrEqual(0)
+  expect(idle + used).toBeLessThanOrEqual(POOL_SIZE)
+  expect(gauge("db.client.connection.max")).toBe(POOL_SIZE)
+  expect(gauge("db.client.connection.pending_requests")).toBeGreaterThanOrEqual(0)
+  const count = metrics.getMetrics().slice(-1).flatMap((rm) => rm.scopeMetrics.flatMap((sm) => sm.metrics))
+    .find((m) => m.descriptor.name === "db.client.connection.count")!
+  expect(count.dataPointType).toBe(DataPointType.GAUGE)
 })

@@ -1,13 +1,17 @@
-// OpenTelemetry: one server span per request with HTTP attributes and the tenant ids.
+// OpenTelemetry: one server span per request with HTTP attributes and the tenant ids; W3C trace
+// context continued from clients, to upstreams and to webhook receivers.
 import { NodeSdk } from "@effect/opentelemetry"
 import { InMemorySpanExporter, SimpleSpanProcessor } from "@opentelemetry/sdk-trace-base"
+import { Webhook } from "standardwebhooks"
 import { afterAll, beforeAll, expect, it } from "vitest"
+import { startReceiver } from "./fakes/WebhookReceiver.js"
 import { createEndUser, createPlatform, type Gateway, startGateway } from "./support/Gateway.js"
 
 const exporter = new InMemorySpanExporter()
 let gw: Gateway
 beforeAll(async () => {
   gw = await startGateway({
+    env: { GATEWAY_ALLOW_PRIVATE_URLS: "true" }, // the webhook receiver listens on 127.0.0.1
     tracing: NodeSdk.layer(() => ({ resource: { serviceName: "gateway-test" }, spanProcessor: new SimpleSpanProcessor(exporter) }))
   })
 })
@@ -121,5 +125,59 @@ it("continues the client's W3C trace, sends traceparent upstream and marks a str
     expect(Number(settle.attributes["gen_ai.server.time_to_first_token_ms"])).toBeGreaterThanOrEqual(0)
   } finally {
     await upstream.close()
+  }
+})
+
+it("delivers a budget webhook in the trace of the request that caused it, with a traceparent naming the delivery span", async () => {
+  const receiver = await startReceiver()
+  try {
+    const { platformId, platformKey } = await createPlatform(gw)
+    const eu = await createEndUser(gw, platformId, platformKey, "traced-webhook")
+    const registered = await gw.call("POST", `/v1/platforms/${platformId}/webhook-endpoints`, {
+      key: platformKey,
+      body: { url: receiver.url }
+    })
+    expect(registered.status).toBe(201)
+    const secret = registered.body.secret as string
+    receiver.secret = secret
+    const budget = `/v1/platforms/${platformId}/end-users/${eu.endUserId}/budget`
+    expect((await gw.call("POST", budget, { key: platformKey, body: { max_usd: 10 } })).status).toBe(201)
+    exporter.reset()
+
+    const topup = await gw.call("POST", `${budget}/topup`, { key: platformKey, body: { amount_usd: 1 } })
+    expect(topup.status).toBe(200)
+    await receiver.waitFor((r) => r.events.length === 1)
+    await expect.poll(() => exporter.getFinishedSpans().some((s) => s.name === "WebhookOutbox.deliver")).toBe(true)
+
+    const spans = exporter.getFinishedSpans()
+    const request = spans.find((s) => s.name === "http.server POST" && String(s.attributes["url.path"]).endsWith("/budget/topup"))!
+    const traceId = request.spanContext().traceId
+    const enqueue = spans.find((s) => s.name === "WebhookOutbox.enqueue")!
+    expect(enqueue.spanContext().traceId).toBe(traceId)
+    const deliver = spans.find((s) => s.name === "WebhookOutbox.deliver")!
+    expect(deliver.spanContext().traceId).toBe(traceId)
+    expect(deliver.parentSpanContext?.spanId).toBe(enqueue.spanContext().spanId)
+    expect(deliver.attributes).toMatchObject({
+      "webhook.event_type": "budget.topped_up",
+      "webhook.event_id": `${topup.body.transaction.id}:budget.topped_up`,
+      "webhook.attempt": 1,
+      "webhook.outcome": "delivered",
+      "http.response.status_code": 200
+    })
+
+    // The receiver can join the trace: the header names the delivery span.
+    const [event] = receiver.events
+    expect(event!.headers.traceparent).toBe(`00-${traceId}-${deliver.spanContext().spanId}-01`)
+    // The signature still verifies (the fake already did; check once more with the raw headers).
+    expect(receiver.invalid).toEqual([])
+    expect(() => new Webhook(secret).verify(event!.rawBody, event!.headers as Record<string, string>)).not.toThrow()
+
+    // Neither the signing secret nor the receiver's URL ends up in any span.
+    const everything = JSON.stringify(exporter.getFinishedSpans().map((s) => s.attributes))
+    expect(everything).not.toContain(secret)
+    expect(everything).not.toContain(secret.slice("whsec_".length))
+    expect(everything).not.toContain(receiver.url)
+  } finally {
+    await receiver.close()
   }
 })

@@ -515,6 +515,48 @@ describe("webhook delivery", () => {
     expect((await deliveries(t, endpoint.id)).total).toBe(1)
   })
 
+  it("sends a W3C traceparent in the enqueuing span's trace, or a new trace when none was stored", async () => {
+    const t = await tenant()
+    const r = await receiver()
+    await register(t, r)
+    // Enqueued under a span of ours: the delivery continues its trace (Effect's own tracer here).
+    const data = eventData(t)
+    const traceId = await outbox.runPromise(Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const o = yield* WebhookOutbox
+      yield* o.enqueue("budget.topped_up", data, new Date()).pipe(sql.withTransaction)
+      return (yield* Effect.currentSpan).traceId
+    }).pipe(Effect.withSpan("test.budget_write")))
+    await r.waitFor((x) => x.events.length === 1)
+    const [stored] = await query<{ traceparent: string }>("SELECT traceparent FROM webhook_events WHERE event_id = $1", [
+      `${data.transaction_id}:budget.topped_up`
+    ])
+    expect(stored!.traceparent).toMatch(new RegExp(`^00-${traceId}-[0-9a-f]{16}-01$`))
+    const sent = String(r.events[0]!.headers.traceparent)
+    expect(sent).toMatch(new RegExp(`^00-${traceId}-[0-9a-f]{16}-01$`))
+    // The header names the delivery span, a child of the stored one, not the stored span itself.
+    expect(sent.split("-")[2]).not.toBe(stored!.traceparent.split("-")[2])
+
+    // Rows without a usable context (written before migration 0010, or garbled) still go out, in
+    // a trace of their own.
+    for (const traceparent of [null, "not-a-traceparent"]) {
+      const envelope = buildEnvelope("budget.topped_up", eventData(t), new Date())
+      const [ev] = await query(
+        "INSERT INTO webhook_events (event_id, platform_id, event_type, payload, traceparent) VALUES ($1, $2, $3, $4, $5) RETURNING id",
+        [envelope.event_id, t.platformId, envelope.event_type, JSON.stringify(envelope), traceparent]
+      )
+      await query("INSERT INTO webhook_deliveries (event_id, endpoint_id) SELECT $1, id FROM webhook_endpoints WHERE platform_id = $2", [
+        ev.id,
+        t.platformId
+      ])
+      await r.waitFor((x) => x.events.some((e) => e.body.event_id === envelope.event_id))
+      const header = String(r.events.find((e) => e.body.event_id === envelope.event_id)!.headers.traceparent)
+      expect(header).toMatch(/^00-[0-9a-f]{32}-[0-9a-f]{16}-0[01]$/)
+      expect(header.split("-")[1]).not.toBe(traceId)
+    }
+    expect(r.invalid).toEqual([])
+  })
+
   it("delivers each of 20 events exactly once with several dispatchers running", async () => {
     const t = await tenant()
     const r = await receiver()
