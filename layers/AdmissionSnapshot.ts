@@ -19,6 +19,8 @@ export interface AdmissionSnapshot {
   /** USD held by open capability runs on that budget. */
   readonly held: BigDecimal.BigDecimal
   readonly walletBalance: BigDecimal.BigDecimal
+  /** Which of the given pending settlement ids this snapshot already includes (their log rows exist). */
+  readonly committed: ReadonlySet<string>
 }
 
 interface CandidateJson {
@@ -44,6 +46,7 @@ interface SnapshotRow {
   readonly rpd_limit: number | null
   readonly held: string | null
   readonly candidates: ReadonlyArray<CandidateJson>
+  readonly committed: ReadonlyArray<string>
   readonly b_id: string | null
   readonly b_max_usd: string
   readonly b_used_usd: string
@@ -67,7 +70,8 @@ export const loadAdmissionSnapshot = (
   reveal: (sealed: string) => string,
   platformId: string,
   endUserId: string | null,
-  modelSlug: string
+  modelSlug: string,
+  pendingIds: ReadonlyArray<string>
 ) =>
   sql<SnapshotRow>`SELECT p.settings,
       (SELECT w.balance_usd::text FROM platform_wallets w WHERE w.platform_id = p.id) AS wallet_balance,
@@ -82,6 +86,8 @@ export const loadAdmissionSnapshot = (
         JOIN providers pr ON pr.id = mp.provider_id
         JOIN platform_provider_keys k ON k.provider_id = pr.id AND k.platform_id = p.id AND k.is_active
         WHERE m.slug = ${modelSlug}) AS candidates,
+      (SELECT coalesce(array_agg(l.id::text), '{}') FROM inference_logs l
+        WHERE l.id = ANY(${`{${pendingIds.join(",")}}`}::uuid[])) AS committed,
       b.id AS b_id, b.max_usd AS b_max_usd, b.used_usd AS b_used_usd, b.period AS b_period,
       b.period_start AS b_period_start, b.period_anchor AS b_period_anchor, b.auto_replenish AS b_auto_replenish,
       b.replenish_amount AS b_replenish_amount, b.low_balance_threshold AS b_low_balance_threshold,
@@ -94,7 +100,7 @@ export const loadAdmissionSnapshot = (
     WHERE p.id = ${platformId}`.pipe(
     Effect.map(([row]): AdmissionSnapshot => {
       if (row === undefined) {
-        return { candidates: [], settings: {}, override: null, budget: null, held: dec("0"), walletBalance: dec("0") }
+        return { candidates: [], settings: {}, override: null, budget: null, held: dec("0"), walletBalance: dec("0"), committed: new Set() }
       }
       const budget: BudgetRow | null = row.b_id === null || endUserId === null ? null : {
         id: row.b_id,
@@ -134,7 +140,8 @@ export const loadAdmissionSnapshot = (
         override: row.has_override ? { rpm: row.rpm_limit, tpm: row.tpm_limit, rpd: row.rpd_limit } : null,
         budget,
         held: dec(row.held ?? "0"),
-        walletBalance: dec(row.wallet_balance ?? "0")
+        walletBalance: dec(row.wallet_balance ?? "0"),
+        committed: new Set(row.committed)
       }
     }),
     Effect.orDie

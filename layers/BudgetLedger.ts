@@ -2,6 +2,7 @@
 // applies a due period reset first (lazily, no scheduler), writes exactly one ledger row per
 // change and its webhook outbox rows, all in one transaction.
 import { PgClient } from "@effect/sql-pg"
+import { randomUUID } from "node:crypto"
 import { BigDecimal, Clock, Effect, Option } from "effect"
 import type {
   Budget,
@@ -417,6 +418,91 @@ export class BudgetLedger extends Effect.Service<BudgetLedger>()("gateway/Budget
         return change
       })
 
+    /**
+     * Many settlements of one locked, reset budget at once (grouped settlement writes): the
+     * same ledger rows, before/after chain, display charges and events as applying each with
+     * debitLocked in turn, in one UPDATE and one multi-row INSERT. An item without an amount
+     * only charges the display ledger (a free call).
+     */
+    const debitManyLocked = (
+      before: BudgetRow,
+      items: ReadonlyArray<{
+        readonly amount: BigDecimal.BigDecimal | null
+        readonly display: BigDecimal.BigDecimal
+        readonly reason: string | null
+        readonly metadata: Record<string, unknown>
+        readonly actor: Actor
+        readonly at: Date
+        /** Wraps the item's event writes (the settlement's span, so webhooks join its trace). */
+        readonly traced: <A, E, R>(self: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
+      }>
+    ) =>
+      Effect.gen(function*() {
+        const threshold = before.low_balance_threshold === null ? null : dec(before.low_balance_threshold)
+        const steps: Array<{ readonly before: BudgetRow; readonly after: BudgetRow; readonly id: string; readonly crossed: boolean; readonly item: typeof items[number] }> = []
+        let row = before
+        for (const item of items) {
+          const usedDisplay = BigDecimal.format(BigDecimal.sum(dec(row.used_display), item.display))
+          if (item.amount === null) {
+            row = { ...row, used_display: usedDisplay }
+            continue
+          }
+          const remainingAfter = BigDecimal.subtract(remaining(row), item.amount)
+          const crossed = threshold !== null && row.low_balance_armed &&
+            BigDecimal.greaterThan(remaining(row), threshold) && BigDecimal.lessThanOrEqualTo(remainingAfter, threshold)
+          const after: BudgetRow = {
+            ...row,
+            used_usd: BigDecimal.format(BigDecimal.sum(dec(row.used_usd), item.amount)),
+            used_display: usedDisplay,
+            low_balance_armed: row.low_balance_armed && !crossed,
+            updated_at: item.at
+          }
+          steps.push({ before: row, after, id: randomUUID(), crossed, item })
+          row = after
+        }
+        if (row === before) return before
+        // Increments, as debitLocked writes them (numeric keeps the scale of what was added).
+        const usd = BigDecimal.subtract(dec(row.used_usd), dec(before.used_usd))
+        const display = BigDecimal.subtract(dec(row.used_display), dec(before.used_display))
+        const [final] = yield* sql<BudgetRow>`UPDATE budgets SET used_usd = used_usd + ${BigDecimal.format(usd)},
+            used_display = used_display + ${BigDecimal.format(display)}, low_balance_armed = ${row.low_balance_armed},
+            updated_at = ${row.updated_at}
+          WHERE id = ${before.id} RETURNING *`
+        if (steps.length === 0) return final!
+        const rows = steps.map((step, i) => ({
+          i,
+          id: step.id,
+          amount: BigDecimal.format(step.item.amount!),
+          max_before: step.before.max_usd,
+          max_after: step.after.max_usd,
+          used_before: step.before.used_usd,
+          used_after: step.after.used_usd,
+          reason: step.item.reason,
+          metadata: step.item.metadata,
+          actor_type: step.item.actor.type,
+          actor_key_id: step.item.actor.keyId,
+          created_at: step.item.at.toISOString()
+        }))
+        const inserted = yield* sql<TransactionRow>`INSERT INTO budget_transactions
+            (id, budget_id, platform_id, type, amount_usd, max_usd_before, max_usd_after, used_usd_before,
+             used_usd_after, reason, metadata, actor_type, actor_key_id, created_at)
+          SELECT x.id, ${before.id}, ${before.platform_id}, 'debit', x.amount, x.max_before, x.max_after, x.used_before,
+            x.used_after, x.reason, x.metadata, x.actor_type, x.actor_key_id, x.created_at
+          FROM jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) AS x(i int, id uuid, amount numeric,
+            max_before numeric, max_after numeric, used_before numeric, used_after numeric, reason text, metadata jsonb,
+            actor_type text, actor_key_id text, created_at timestamptz)
+          ORDER BY x.i
+          RETURNING *`
+        const byId = new Map(inserted.map((t) => [t.id, t]))
+        const wanted = yield* outbox.subscribedTypes(before.platform_id)
+        for (const step of steps) {
+          const change = { budget: step.after, transaction: byId.get(step.id)! }
+          if (step.crossed && wanted("budget.low_balance")) yield* step.item.traced(emit("budget.low_balance", change))
+          if (wanted("budget.debited")) yield* step.item.traced(emit("budget.debited", change))
+        }
+        return final!
+      })
+
     const debit = (platformId: string, endUserId: string, input: LedgerAmount, actor: Actor) =>
       Effect.gen(function*() {
         const at = yield* now
@@ -481,6 +567,7 @@ export class BudgetLedger extends Effect.Service<BudgetLedger>()("gateway/Budget
       topup,
       debit,
       debitLocked,
+      debitManyLocked,
       lockCurrent,
       lockActive,
       transactions,

@@ -3,7 +3,7 @@
 import { NodeContext } from "@effect/platform-node"
 import { SqlError } from "@effect/sql/SqlError"
 import { PgClient, PgMigrator } from "@effect/sql-pg"
-import { Config, Effect, Layer, Metric, Redacted, Schedule } from "effect"
+import { Clock, Config, Effect, Layer, Metric, Redacted, Schedule } from "effect"
 import pg from "pg"
 import { migrations } from "../migrations/index.js"
 import { DatabaseUrl } from "./EmbeddedPostgres.js"
@@ -30,7 +30,12 @@ const samplePool = (pool: pg.Pool) =>
       Metric.set(idleConnections, pool.idleCount),
       Metric.set(pendingRequests, pool.waitingCount)
     ], { discard: true })
-  ).pipe(Effect.repeat(Schedule.spaced(POOL_SAMPLE_INTERVAL)), Effect.interruptible)
+  ).pipe(
+    Effect.repeat(Schedule.spaced(POOL_SAMPLE_INTERVAL)),
+    // Real time even under a TestClock (a clock jump of years would replay the schedule).
+    Effect.withClock(Clock.make()),
+    Effect.interruptible
+  )
 
 /**
  * The pool as `PgClient.make` would build it from `{ url, maxConnections, applicationName }`

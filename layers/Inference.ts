@@ -1,9 +1,8 @@
 // Inference: the one pipeline behind chat completions. The five pre-flight checks run in the
 // spec's order as a typed error channel (none reaches the upstream), then routing with failover,
 // then settlement in one transaction: budget debit row, platform wallet debit, inference log.
-import type { SqlError } from "@effect/sql/SqlError"
 import { PgClient } from "@effect/sql-pg"
-import { BigDecimal, Cause, Clock, Config, Effect, Metric, Option, Schedule, Stream } from "effect"
+import { BigDecimal, Clock, Config, Effect, Metric, Stream } from "effect"
 import { randomUUID } from "node:crypto"
 import type { ChatChunk, ChatCompletion, ChatRequest, Usage } from "../schemas/Chat.js"
 import type { PlatformSettings } from "../schemas/Platforms.js"
@@ -16,7 +15,6 @@ import {
   ValidationError
 } from "../schemas/Errors.js"
 import { dec, sqlDec } from "../src/lib/Money.js"
-import { isDatabaseOutage, isQueryCanceled } from "../src/lib/SqlErrors.js"
 import { currentPeriodStart } from "../src/lib/Periods.js"
 import { type AdmissionSnapshot, loadAdmissionSnapshot } from "./AdmissionSnapshot.js"
 import { ProviderKeys } from "./ProviderKeys.js"
@@ -25,8 +23,8 @@ import { actorOf, BudgetLedger, type BudgetRow } from "./BudgetLedger.js"
 import { DisplayLedger } from "./DisplayLedger.js"
 import type { EndUserPrincipal, PlatformPrincipal } from "./KeyAuth.js"
 import { costUsd, inferenceDuration, inferenceRequests, preflightRejections, tokensUsed } from "./Metrics.js"
-import { PlatformWallet } from "./PlatformWallet.js"
 import { type Candidate, orderCandidates, ProviderRouter } from "./ProviderRouter.js"
+import { Settlements, unsettled } from "./Settlements.js"
 import { RateLimiter, type RateLimitExceeded, type RateLimits, type RateLimitState } from "./RateLimiter.js"
 import { countPromptTokens, countTextTokens } from "./Tokenizer.js"
 import { UpstreamAdapters } from "./upstream/Adapters.js"
@@ -69,9 +67,6 @@ export interface Outcome {
 
 const ZERO = BigDecimal.make(0n, 0)
 const NO_LIMITS: RateLimits = { rpm: null, tpm: null, rpd: null }
-/** Settlement retries while Postgres is unreachable: backoff capped at 5 s, for up to 15 minutes. */
-const OUTAGE_RETRY = Schedule.exponential("200 millis").pipe(Schedule.union(Schedule.spaced("5 seconds")), Schedule.upTo("15 minutes"))
-const isOutage = (e: { readonly _tag: string }): boolean => e._tag === "SqlError" && isDatabaseOutage(e as SqlError)
 
 /** tokens x price per million tokens, exact. */
 const perMillion = (tokens: number, usdPerMtok: BigDecimal.BigDecimal) =>
@@ -88,11 +83,11 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
     const sql = yield* PgClient.PgClient
     const router = yield* ProviderRouter
     const ledger = yield* BudgetLedger
-    const wallet = yield* PlatformWallet
     const limiter = yield* RateLimiter
     const adapters = yield* UpstreamAdapters
     const keys = yield* ProviderKeys
     const display = yield* DisplayLedger
+    const settlements = yield* Settlements
     // Per upstream attempt, until the answer (or the stream's headers) arrives.
     const attemptTimeoutMs = yield* Config.integer("GATEWAY_UPSTREAM_TIMEOUT_MS").pipe(Config.withDefault(60_000))
 
@@ -174,19 +169,35 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
       }).pipe(Effect.withSpan("preflight.wallet"))
 
     /**
+     * What admission reads, with this instance's queued settlements applied: the snapshot tells
+     * which of them it already saw, so each cost counts exactly once. The display ledger's charge
+     * is decided at write time, so a user with a display wallet and queued calls waits for them.
+     */
+    const readSnapshot = (caller: Caller, model: string): Effect.Effect<AdmissionSnapshot> =>
+      Effect.gen(function*() {
+        const endUserId = caller._tag === "EndUserKey" ? caller.endUserId : null
+        const pending = settlements.pendingOf(caller.platformId)
+        const snapshot = yield* loadAdmissionSnapshot(sql, keys.reveal, caller.platformId, endUserId, model, pending.map((s) => s.id))
+        const queued = unsettled(pending, snapshot.committed, endUserId)
+        if (queued.ofUser > 0 && endUserId !== null && snapshot.settings.end_user_wallet != null) {
+          yield* settlements.awaitPlatform(caller.platformId, endUserId)
+          return yield* loadAdmissionSnapshot(sql, keys.reveal, caller.platformId, endUserId, model, [])
+        }
+        return {
+          ...snapshot,
+          held: BigDecimal.sum(snapshot.held, queued.budget),
+          walletBalance: BigDecimal.subtract(snapshot.walletBalance, queued.wallet)
+        }
+      })
+
+    /**
      * The five checks, in the spec's order, on one snapshot read in a single round trip;
      * nothing here calls an upstream or moves money.
      */
     const admit = (caller: Caller, request: ChatRequest, requestType: RequestType = "chat.completion") =>
       Effect.gen(function*() {
         const startedAt = yield* Clock.currentTimeMillis
-        const snapshot = yield* loadAdmissionSnapshot(
-          sql,
-          keys.reveal,
-          caller.platformId,
-          caller._tag === "EndUserKey" ? caller.endUserId : null,
-          request.model
-        )
+        const snapshot = yield* readSnapshot(caller, request.model)
         const maxTokens = yield* checkModel(caller, request, snapshot.candidates)
         const promptEstimate = countPromptTokens(request.messages)
         const { limits, rateLimit } = yield* checkRateLimit(caller, snapshot, promptEstimate)
@@ -231,7 +242,7 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
       ], { discard: true })
     }
 
-    /** One transaction: budget debit row, wallet debit, log row. Never interrupted half-way. */
+    /** Queues the call's settlement (log row, budget debit, wallet debit); never interrupted half-way. */
     const settle = (admitted: Admitted, outcome: Outcome) =>
       Effect.gen(function*() {
         const caller = admitted.caller
@@ -269,55 +280,41 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
           token_count_method: outcome.method
         }
         // The log row's id is this settlement's identity: a retry after an unacknowledged COMMIT
-        // finds it and applies nothing twice.
+        // finds it and applies nothing twice. The writes are queued (Settlements): the answer does
+        // not wait for them.
         const settlementId = randomUUID()
-        const transaction = Effect.gen(function*() {
-          const logged = yield* sql`INSERT INTO inference_logs (id, platform_id, end_user_id, request_type, provider_id,
-              model_id, model_slug, provider_model_id, prompt_tokens, completion_tokens, total_tokens, latency_ms,
-              estimated_cost_usd, status, error_message, token_count_method, billing_status, metadata, created_at)
-            VALUES (${settlementId}, ${caller.platformId}, ${caller._tag === "EndUserKey" ? caller.endUserId : null},
-              ${admitted.requestType}, ${outcome.candidate.providerId}, ${outcome.candidate.modelId}, ${admitted.request.model},
-              ${outcome.candidate.providerModelId}, ${outcome.usage.prompt_tokens}, ${outcome.usage.completion_tokens},
-              ${outcome.usage.total_tokens}, ${Math.max(0, now.getTime() - admitted.startedAt)}, ${sqlDec(cost)},
-              ${outcome.status}, ${outcome.errorMessage}, ${outcome.method}, ${billable ? "billed" : "not_billed"},
-              ${sql.json({ request_id: admitted.requestId, stream: admitted.request.stream === true })}, ${now})
-            ON CONFLICT (id) DO NOTHING RETURNING id`
-          if (logged.length === 0) return
-          if (caller._tag === "EndUserKey") {
-            const budget = yield* ledger.lockActive(caller.platformId, caller.endUserId, now)
-            if (Option.isSome(budget)) {
-              const displayCharge = yield* display.charge(budget.value, admitted.displaySettings, { costUsd: cost, inferenceCalls: 1, toolCalls: 0 })
-              if (billable) {
-                const metadata = BigDecimal.isZero(displayCharge) ? details : { ...details, display_charged: BigDecimal.format(displayCharge) }
-                yield* ledger.debitLocked(budget.value, { amount: cost, reason: "inference", metadata }, actorOf(caller), now)
-              }
-            }
-          }
-          if (billable) yield* wallet.debit(caller.platformId, cost, details)
-        }).pipe(sql.withTransaction, Effect.retry({ while: isQueryCanceled, times: 3 }))
-        // Postgres unreachable: the call was served, so keep trying in the background (the same
-        // rows, stamped with the call's time) until it is back, rather than losing the debit.
-        // (A connection lost mid-transaction can surface as a defect of the rollback: both count.)
-        const outageIn = (cause: Cause.Cause<unknown>) =>
-          Option.exists(Option.orElse(Cause.failureOption(cause), () => Cause.dieOption(cause)), (e) =>
-            typeof e === "object" && e !== null && "_tag" in e && isOutage(e as { readonly _tag: string }))
-        const untilBack = transaction.pipe(
-          Effect.sandbox,
-          Effect.retry({ schedule: OUTAGE_RETRY, while: outageIn }),
-          Effect.unsandbox
-        )
-        yield* transaction.pipe(
-          Effect.catchAllCause((cause) =>
-            outageIn(cause)
-              ? Effect.logWarning("settlement postponed: database unavailable").pipe(
-                Effect.zipRight(Effect.forkDaemon(untilBack.pipe(
-                  Effect.catchAllCause((last) => Effect.logError("settlement failed after retries", last))
-                )))
-              )
-              : Effect.failCause(cause)
-          ),
-          Effect.orDie
-        )
+        yield* settlements.submit({
+          id: settlementId,
+          platformId: caller.platformId,
+          endUserId: caller._tag === "EndUserKey" ? caller.endUserId : null,
+          costUsd: billable ? cost : ZERO,
+          at: now,
+          log: {
+            id: settlementId,
+            platform_id: caller.platformId,
+            end_user_id: caller._tag === "EndUserKey" ? caller.endUserId : null,
+            request_type: admitted.requestType,
+            provider_id: outcome.candidate.providerId,
+            model_id: outcome.candidate.modelId,
+            model_slug: admitted.request.model,
+            provider_model_id: outcome.candidate.providerModelId,
+            prompt_tokens: outcome.usage.prompt_tokens,
+            completion_tokens: outcome.usage.completion_tokens,
+            total_tokens: outcome.usage.total_tokens,
+            latency_ms: Math.max(0, now.getTime() - admitted.startedAt),
+            estimated_cost_usd: sqlDec(cost),
+            status: outcome.status,
+            error_message: outcome.errorMessage,
+            token_count_method: outcome.method,
+            billing_status: billable ? "billed" : "not_billed",
+            metadata: { request_id: admitted.requestId, stream: admitted.request.stream === true },
+            created_at: now.toISOString()
+          },
+          details,
+          actor: actorOf(caller),
+          displaySettings: admitted.displaySettings,
+          parent: yield* Effect.option(Effect.currentSpan)
+        })
         if (caller._tag === "EndUserKey") {
           yield* limiter.settle(caller.endUserId, admitted.limits, admitted.promptEstimate, outcome.usage.total_tokens)
         }

@@ -58,6 +58,30 @@ export class PlatformWallet extends Effect.Service<PlatformWallet>()("gateway/Pl
     const debit = (platformId: string, amount: BigDecimal.BigDecimal, metadata: Record<string, unknown>) =>
       change(platformId, "debit", amount, null, metadata)
 
-    return { get, topup, debit } as const
+    /**
+     * Grouped settlement: many debits in ONE statement, one wallet ledger row each (in order,
+     * before/after chained exactly as if applied one by one).
+     */
+    const debitMany = (platformId: string, debits: ReadonlyArray<{ readonly amount: BigDecimal.BigDecimal; readonly metadata: Record<string, unknown> }>) =>
+      Effect.suspend(() => {
+        if (debits.length === 0) return Effect.void
+        const total = debits.reduce((sum, d) => BigDecimal.sum(sum, d.amount), BigDecimal.make(0n, 0))
+        const rows = JSON.stringify(debits.map((d, i) => ({ i, amount: BigDecimal.format(d.amount), metadata: d.metadata })))
+        return sql`WITH w AS (
+            INSERT INTO platform_wallets (platform_id, balance_usd) VALUES (${platformId}, ${sqlDec(BigDecimal.negate(total))})
+            ON CONFLICT (platform_id) DO UPDATE
+              SET balance_usd = platform_wallets.balance_usd - ${sqlDec(total)}::numeric, updated_at = now()
+            RETURNING balance_usd),
+          d AS (
+            SELECT x.i, x.amount, x.metadata,
+              sum(x.amount) OVER (ORDER BY x.i ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS through
+            FROM jsonb_to_recordset(${rows}::jsonb) AS x(i int, amount numeric, metadata jsonb))
+          INSERT INTO platform_wallet_transactions (platform_id, type, amount_usd, balance_before, balance_after, reason, metadata)
+          SELECT ${platformId}, 'debit', d.amount, w.balance_usd + ${sqlDec(total)}::numeric - d.through + d.amount,
+            w.balance_usd + ${sqlDec(total)}::numeric - d.through, NULL, d.metadata
+          FROM d CROSS JOIN w ORDER BY d.i`.pipe(Effect.asVoid)
+      })
+
+    return { get, topup, debit, debitMany } as const
   })
 }) {}

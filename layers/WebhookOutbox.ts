@@ -359,7 +359,19 @@ export class WebhookOutbox extends Effect.Service<WebhookOutbox>()("gateway/Webh
     }).pipe(Effect.forever)
     yield* Effect.forkScoped(loop)
 
-    return { enqueue } as const
+    /**
+     * Which event types some active endpoint of the platform wants, in one read: grouped
+     * settlements enqueue only those (most budget.debited events have no subscriber).
+     */
+    const subscribedTypes = (platformId: string) =>
+      sql<{ readonly event_types: ReadonlyArray<string> | null }>`SELECT event_types FROM webhook_endpoints
+        WHERE platform_id = ${platformId} AND is_active`.pipe(
+        Effect.map((rows) => (type: BudgetEventType) =>
+          rows.some((row) => row.event_types === null ? type !== "budget.debited" : row.event_types.includes(type))),
+        Effect.orDie
+      )
+
+    return { enqueue, subscribedTypes } as const
   })
 }) {}
 

@@ -21,6 +21,7 @@ import { ProviderRouter } from "../layers/ProviderRouter.js"
 import { Responses } from "../layers/Responses.js"
 import { RateLimiter } from "../layers/RateLimiter.js"
 import { RateLimitSettings } from "../layers/RateLimitSettings.js"
+import { Settlements } from "../layers/Settlements.js"
 import { Skills } from "../layers/Skills.js"
 import { ToolHost } from "../layers/ToolHost.js"
 import { UpstreamAdapters } from "../layers/upstream/Adapters.js"
@@ -36,7 +37,7 @@ export type Role = "all" | "api" | "tools"
 export const ServicesLive = Layer.mergeAll(Platforms.Default, EndUsers.Default, Responses.Default).pipe(
   Layer.provideMerge(Layer.mergeAll(Inference.Default, ToolHost.Default)),
   Layer.provideMerge(Layer.mergeAll(DisplayLedger.Default, Skills.Default, Capabilities.Default)),
-  Layer.provideMerge(Layer.mergeAll(ProviderRouter.Default, RateLimiter.layerFromConfig, UpstreamAdapters.layer, RateLimitSettings.Default)),
+  Layer.provideMerge(Layer.mergeAll(ProviderRouter.Default, RateLimiter.layerFromConfig, UpstreamAdapters.layer, RateLimitSettings.Default, Settlements.Default)),
   Layer.provideMerge(Layer.mergeAll(ApiKeys.Default, BudgetLedger.Default, Idempotency.Default)),
   Layer.provideMerge(Layer.mergeAll(ModelCatalog.Default, ProviderKeys.Default, PlatformWallet.Default, InferenceLogs.Default)),
   Layer.provideMerge(Layer.mergeAll(KeyAuth.Default, WebhookOutbox.Default)),

@@ -1,9 +1,15 @@
 // Bearer authentication for every API route: resolves the key through KeyAuth and provides
-// the caller as CurrentPrincipal; tags the request span with the tenant ids.
+// the caller as CurrentPrincipal; tags the request span with the tenant ids. Before any route
+// but inference itself, it waits for the caller's queued settlements (Settlements), so reads
+// (budgets, wallet, logs) always include the caller's finished calls.
 import { HttpApiMiddleware, HttpApiSecurity, HttpServerRequest } from "@effect/platform"
 import { Effect, Layer, Schema } from "effect"
 import { Forbidden, Unauthorized } from "../../schemas/Errors.js"
-import { CurrentPrincipal, KeyAuth } from "../../layers/KeyAuth.js"
+import { CurrentPrincipal, KeyAuth, type Principal } from "../../layers/KeyAuth.js"
+import { Settlements } from "../../layers/Settlements.js"
+
+/** Inference itself: admission counts queued settlements exactly, without waiting. */
+const INFERENCE_ROUTES = new Set(["/v1/chat/completions", "/v1/responses"])
 
 export class Authentication extends HttpApiMiddleware.Tag<Authentication>()("gateway/Authentication", {
   failure: Schema.Union(Unauthorized.Http, Forbidden.Http),
@@ -15,6 +21,11 @@ export const AuthenticationLive = Layer.effect(
   Authentication,
   Effect.gen(function*() {
     const keyAuth = yield* KeyAuth
+    const settlements = yield* Settlements
+    const settled = (principal: Principal, method: string, url: string) => {
+      if (method === "POST" && INFERENCE_ROUTES.has(url.split("?")[0]!)) return Effect.void
+      return principal._tag === "Admin" ? settlements.awaitEverything() : settlements.awaitPlatform(principal.platformId)
+    }
     return {
       // The raw header is read again so a malformed one (not "Bearer <key>") is told apart.
       bearer: () =>
@@ -25,6 +36,7 @@ export const AuthenticationLive = Layer.effect(
             yield* Effect.annotateCurrentSpan("platform.id", principal.platformId)
             if (principal._tag === "EndUserKey") yield* Effect.annotateCurrentSpan("end_user.id", principal.endUserId)
           }
+          yield* settled(principal, request.method, request.url)
           return principal
         })
     }

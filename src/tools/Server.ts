@@ -14,6 +14,7 @@ import { Cause, Config, Effect, Layer, Option } from "effect"
 import { createServer } from "node:http"
 import { BadRequest, Forbidden, type NotFound, PayloadTooLarge, type Unauthorized, ValidationError } from "../../schemas/Errors.js"
 import type { EndUserPrincipal } from "../../layers/KeyAuth.js"
+import { Settlements } from "../../layers/Settlements.js"
 import { KeyAuth } from "../../layers/KeyAuth.js"
 import { ToolHost } from "../../layers/ToolHost.js"
 import { host } from "../http/Server.js"
@@ -57,6 +58,8 @@ const endUser = Effect.gen(function*() {
   }
   yield* Effect.annotateCurrentSpan("platform.id", principal.platformId)
   yield* Effect.annotateCurrentSpan("end_user.id", principal.endUserId)
+  // Tool calls debit the same budget: the user's queued inference settlements go first.
+  yield* (yield* Settlements).awaitPlatform(principal.platformId, principal.endUserId)
   return principal satisfies EndUserPrincipal
 })
 

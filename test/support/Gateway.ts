@@ -7,6 +7,7 @@ import { join } from "node:path"
 import { appLayer } from "../../src/App.js"
 import { Listeners } from "../../src/Listeners.js"
 import { mintKey } from "../../layers/KeyFormat.js"
+import { Settlements } from "../../layers/Settlements.js"
 import { createTestDatabase, type TestDatabase } from "./TestDatabase.js"
 
 export interface ApiResponse<T = any> {
@@ -30,6 +31,8 @@ export interface Gateway {
   readonly call: <T = any>(method: string, path: string, options?: CallOptions) => Promise<ApiResponse<T>>
   /** A second gateway instance on the same database (scale-out, restarts). */
   readonly startPeer: (env?: Record<string, string>) => Promise<Peer>
+  /** Waits until the settlements this instance has queued are written (before reading the database directly). */
+  readonly settled: () => Promise<void>
   readonly close: () => Promise<void>
 }
 
@@ -92,11 +95,20 @@ export const startGateway = async (options: StartOptions = {}): Promise<Gateway>
   }
   const main = await launch(env, options.tracing)
   const peers: Array<Peer> = []
+  const settled = () => main.runtime.runPromise(Effect.flatMap(Settlements, (s) => s.awaitEverything("30 seconds")))
+  // Like the API's reads, the tests' direct reads first wait for the settlements the gateway has
+  // queued (answers go out before their ledger rows are written).
+  const settledPool = new Proxy(db.pool, {
+    get: (target, name) =>
+      name === "query"
+        ? (...args: Parameters<typeof target.query>) => settled().then(() => (target.query as Function)(...args))
+        : Reflect.get(target, name, target)
+  })
   return {
     baseUrl: main.baseUrl,
     toolsUrl: main.toolsUrl,
     adminKey,
-    db,
+    db: { ...db, pool: settledPool },
     call: callerFor(main.baseUrl),
     startPeer: async (extra = {}) => {
       const peer = await launch({ ...env, ...extra }, undefined)
@@ -104,6 +116,7 @@ export const startGateway = async (options: StartOptions = {}): Promise<Gateway>
       peers.push(handle)
       return handle
     },
+    settled,
     close: async () => {
       for (const peer of peers) await peer.close()
       await main.runtime.dispose()

@@ -1,0 +1,290 @@
+// Settlements: the writes of served calls (log row, budget debit, platform wallet debit) leave
+// the request path. A call's settlement is queued when its answer is complete; one writer
+// fiber commits what is queued in grouped transactions: one multi-row statement for the log
+// rows, one UPDATE and one multi-row INSERT per budget, one statement per platform wallet. Until it commits, a settlement is
+// "pending": admission adds pending costs to what it reads (exact, see `unsettled`), and the
+// API's reads wait for the caller's platform (`awaitPlatform`), so a client never sees its own
+// call missing. Shutdown drains the queue.
+import type { SqlError } from "@effect/sql/SqlError"
+import { PgClient } from "@effect/sql-pg"
+import { BigDecimal, Cause, Config, Deferred, Duration, Effect, Option, Queue, Schedule, type Tracer } from "effect"
+import type { PlatformSettings } from "../schemas/Platforms.js"
+import { currentPeriodStart } from "../src/lib/Periods.js"
+import { isDatabaseOutage, isQueryCanceled } from "../src/lib/SqlErrors.js"
+import { type Actor, BudgetLedger, type BudgetRow } from "./BudgetLedger.js"
+import { ruleCharge } from "./DisplayLedger.js"
+import { PlatformWallet } from "./PlatformWallet.js"
+
+type WalletSettings = NonNullable<PlatformSettings["end_user_wallet"]>
+
+/** An inference_logs row as written (JSON-ready). */
+export interface InferenceLogRow {
+  readonly id: string
+  readonly platform_id: string
+  readonly end_user_id: string | null
+  readonly request_type: string
+  readonly provider_id: string
+  readonly model_id: string
+  readonly model_slug: string
+  readonly provider_model_id: string
+  readonly prompt_tokens: number
+  readonly completion_tokens: number
+  readonly total_tokens: number
+  readonly latency_ms: number
+  readonly estimated_cost_usd: string
+  readonly status: string
+  readonly error_message: string | null
+  readonly token_count_method: string
+  readonly billing_status: string
+  readonly metadata: Record<string, unknown>
+  readonly created_at: string
+}
+
+/** A served call's settlement: its log row, what it debits, and whom. */
+export interface Settlement {
+  /** The settlement's identity: the id of its log row (a retry applies nothing twice). */
+  readonly id: string
+  readonly platformId: string
+  readonly endUserId: string | null
+  /** The billed cost, debited from the end user's budget and the platform wallet (zero: free). */
+  readonly costUsd: BigDecimal.BigDecimal
+  /** When the call was served: the rows carry this time. */
+  readonly at: Date
+  readonly log: InferenceLogRow
+  /** Metadata of the budget and wallet ledger rows. */
+  readonly details: Record<string, unknown>
+  readonly actor: Actor
+  /** The platform's display-wallet rules, charged on the budget's display ledger. */
+  readonly displaySettings: WalletSettings | null
+  /** The call's settlement span: the writes and webhook events join its trace. */
+  readonly parent: Option.Option<Tracer.AnySpan>
+}
+
+interface Entry {
+  readonly settlement: Settlement
+  readonly done: Deferred.Deferred<void>
+}
+
+/** Settlements committed per transaction, at most. */
+const GROUP_SIZE = 256
+/** Postgres unreachable: retry a group with backoff capped at 5 s, for up to 15 minutes. */
+const OUTAGE_RETRY = Schedule.exponential("200 millis").pipe(Schedule.union(Schedule.spaced("5 seconds")), Schedule.upTo("15 minutes"))
+/** 40P01: a writer outside the queue (tool metering, capability runs) took locks in another order. */
+const isDeadlock = (e: { readonly _tag: string }) =>
+  e._tag === "SqlError" && ((e as SqlError).cause as { readonly code?: unknown } | undefined)?.code === "40P01"
+const isRetriable = (e: { readonly _tag: string }) => isQueryCanceled(e) || isDeadlock(e)
+
+/** Postgres unreachable, as a failure or (a connection lost mid-transaction) a defect of the rollback. */
+const outageIn = (cause: Cause.Cause<unknown>) =>
+  Option.exists(Option.orElse(Cause.failureOption(cause), () => Cause.dieOption(cause)), (e) =>
+    typeof e === "object" && e !== null && "_tag" in e && (e as { readonly _tag: string })._tag === "SqlError" &&
+    isDatabaseOutage(e as SqlError))
+
+const ZERO = BigDecimal.make(0n, 0)
+
+/** Groups in key order: budgets and wallets are always locked in the same order. */
+const groupBy = <A>(items: ReadonlyArray<A>, key: (a: A) => string): Array<[string, Array<A>]> => {
+  const groups = new Map<string, Array<A>>()
+  for (const item of items) {
+    const k = key(item)
+    const list = groups.get(k)
+    if (list === undefined) groups.set(k, [item])
+    else list.push(item)
+  }
+  return [...groups].sort(([a], [b]) => a.localeCompare(b))
+}
+
+const traced = (settlement: Settlement) => <A, E, R>(self: Effect.Effect<A, E, R>) =>
+  Option.match(settlement.parent, { onNone: () => self, onSome: (span) => Effect.withParentSpan(self, span) })
+
+export class Settlements extends Effect.Service<Settlements>()("gateway/Settlements", {
+  scoped: Effect.gen(function*() {
+    const sql = yield* PgClient.PgClient
+    const ledger = yield* BudgetLedger
+    const wallet = yield* PlatformWallet
+    const drainTimeout = yield* Config.duration("GATEWAY_SHUTDOWN_TIMEOUT").pipe(Config.withDefault(Duration.seconds(30)))
+    const queue = yield* Queue.unbounded<Entry>()
+    /** Pending settlements by platform, in submission order. */
+    const pending = new Map<string, Set<Entry>>()
+
+    const forget = (entry: Entry) => {
+      const set = pending.get(entry.settlement.platformId)
+      set?.delete(entry)
+      if (set?.size === 0) pending.delete(entry.settlement.platformId)
+    }
+
+    /** The log rows of a group in one statement; the ids that were new (the others were applied before). */
+    const insertLogs = (settlements: ReadonlyArray<Settlement>) =>
+      sql<{ readonly id: string }>`INSERT INTO inference_logs (id, platform_id, end_user_id, request_type, provider_id,
+          model_id, model_slug, provider_model_id, prompt_tokens, completion_tokens, total_tokens, latency_ms,
+          estimated_cost_usd, status, error_message, token_count_method, billing_status, metadata, created_at)
+        SELECT x.id, x.platform_id, x.end_user_id, x.request_type, x.provider_id, x.model_id, x.model_slug,
+          x.provider_model_id, x.prompt_tokens, x.completion_tokens, x.total_tokens, x.latency_ms, x.estimated_cost_usd,
+          x.status, x.error_message, x.token_count_method, x.billing_status, x.metadata, x.created_at
+        FROM jsonb_to_recordset(${JSON.stringify(settlements.map((s) => s.log))}::jsonb) AS x(id uuid, platform_id uuid,
+          end_user_id uuid, request_type text, provider_id uuid, model_id uuid, model_slug text, provider_model_id text,
+          prompt_tokens int, completion_tokens int, total_tokens int, latency_ms int, estimated_cost_usd numeric,
+          status text, error_message text, token_count_method text, billing_status text, metadata jsonb,
+          created_at timestamptz)
+        ON CONFLICT (id) DO NOTHING RETURNING id::text`.pipe(Effect.map((rows) => new Set(rows.map((r) => r.id))))
+
+    /** What one settlement adds to a budget: its debit (if billed) and its display charge. */
+    const itemOf = (settlement: Settlement, row: BudgetRow) => {
+      const display = settlement.displaySettings?.enabled === true && row.max_display !== null
+        ? ruleCharge(settlement.displaySettings.rules ?? [], { costUsd: settlement.costUsd, inferenceCalls: 1, toolCalls: 0 })
+        : ZERO
+      return {
+        amount: BigDecimal.greaterThan(settlement.costUsd, ZERO) ? settlement.costUsd : null,
+        display,
+        reason: "inference",
+        metadata: BigDecimal.isZero(display) ? settlement.details : { ...settlement.details, display_charged: BigDecimal.format(display) },
+        actor: settlement.actor,
+        at: settlement.at,
+        traced: traced(settlement)
+      }
+    }
+
+    /** One end user's settlements on their live budget; a period boundary among them resets first. */
+    const debitBudget = (platformId: string, endUserId: string, settlements: ReadonlyArray<Settlement>) =>
+      Effect.gen(function*() {
+        const locked = yield* ledger.lockActive(platformId, endUserId, settlements[0]!.at)
+        if (Option.isNone(locked)) return
+        let row = locked.value
+        let run: Array<Settlement> = []
+        for (const settlement of settlements) {
+          if (currentPeriodStart(row.period, row.period_anchor, settlement.at).getTime() > row.period_start.getTime()) {
+            row = yield* ledger.debitManyLocked(row, run.map((s) => itemOf(s, row)))
+            run = []
+            const reset = yield* ledger.lockActive(platformId, endUserId, settlement.at)
+            if (Option.isNone(reset)) return
+            row = reset.value
+          }
+          run.push(settlement)
+        }
+        const last = row
+        yield* ledger.debitManyLocked(last, run.map((s) => itemOf(s, last)))
+      })
+
+    /** One transaction for a group: log rows, then budgets (by end user), then wallets (by platform). */
+    const commit = (entries: ReadonlyArray<Entry>) =>
+      Effect.gen(function*() {
+        const all = entries.map((entry) => entry.settlement)
+        const fresh = yield* insertLogs(all)
+        const applied = all.filter((s) => fresh.has(s.id))
+        for (const [endUserId, list] of groupBy(applied.filter((s) => s.endUserId !== null), (s) => s.endUserId!)) {
+          yield* debitBudget(list[0]!.platformId, endUserId, list)
+        }
+        const billed = applied.filter((s) => BigDecimal.greaterThan(s.costUsd, ZERO))
+        for (const [platformId, list] of groupBy(billed, (s) => s.platformId)) {
+          yield* wallet.debitMany(platformId, list.map((s) => ({ amount: s.costUsd, metadata: s.details })))
+        }
+      }).pipe(sql.withTransaction, Effect.retry({ while: isRetriable, times: 5 }))
+
+    /**
+     * Commits a group; Postgres unreachable: retries it (the queue waits) until it is back. A
+     * group that fails otherwise is split so that one bad settlement cannot take others with it.
+     */
+    const commitGroup = (entries: ReadonlyArray<Entry>): Effect.Effect<void> =>
+      commit(entries).pipe(
+        Effect.catchAllCause((cause) =>
+          outageIn(cause)
+            ? Effect.logWarning("settlement postponed: database unavailable").pipe(
+              Effect.zipRight(commit(entries).pipe(
+                Effect.sandbox,
+                Effect.retry({ schedule: OUTAGE_RETRY, while: outageIn }),
+                Effect.unsandbox
+              ))
+            )
+            : entries.length > 1
+            ? Effect.forEach(entries, (entry) => commitGroup([entry]), { discard: true })
+            : Effect.failCause(cause)
+        ),
+        Effect.catchAllCause((cause) => Effect.logError("settlement failed", cause))
+      )
+
+    const writer = Effect.gen(function*() {
+      const entries = yield* Queue.takeBetween(queue, 1, GROUP_SIZE)
+      yield* commitGroup([...entries]).pipe(Effect.withSpan("Settlements.commit", {
+        attributes: { "settlement.count": entries.length },
+        // Each settled call's span, so a trace leads to the group that wrote it and back.
+        links: [...entries].flatMap((entry) =>
+          Option.toArray(entry.settlement.parent).map((span) => ({ _tag: "SpanLink" as const, span, attributes: {} })))
+      }))
+      for (const entry of entries) {
+        forget(entry)
+        yield* Deferred.succeed(entry.done, undefined)
+      }
+    }).pipe(Effect.forever)
+    yield* Effect.forkScoped(writer)
+
+    const awaitAll = (entries: Iterable<Entry>) =>
+      Effect.forEach([...entries], (entry) => Deferred.await(entry.done), { discard: true })
+
+    // Shutdown (after the listeners stopped): wait for the queue to empty, up to the deadline.
+    yield* Effect.addFinalizer(() =>
+      awaitAll([...pending.values()].flatMap((set) => [...set])).pipe(
+        Effect.timeoutFail({ duration: drainTimeout, onTimeout: () => "timeout" as const }),
+        Effect.catchAll(() =>
+          Effect.logError(`shutdown: ${[...pending.values()].reduce((n, set) => n + set.size, 0)} settlements not written`)
+        )
+      )
+    )
+
+    /** Queues a settlement; returns at once. */
+    const submit = (settlement: Settlement) =>
+      Effect.gen(function*() {
+        const entry: Entry = { settlement, done: yield* Deferred.make<void>() }
+        const set = pending.get(settlement.platformId) ?? new Set<Entry>()
+        set.add(entry)
+        pending.set(settlement.platformId, set)
+        yield* Queue.offer(queue, entry)
+      })
+
+    /** This instance's pending settlements of a platform (they may commit at any moment). */
+    const pendingOf = (platformId: string): ReadonlyArray<Settlement> =>
+      [...(pending.get(platformId) ?? [])].map((entry) => entry.settlement)
+
+    /**
+     * Waits until this instance's pending settlements of a platform (or of one end user) are
+     * written, at most `limit` (then reads go ahead: the database may be down).
+     */
+    const awaitPlatform = (platformId: string, endUserId?: string, limit: Duration.DurationInput = "5 seconds") =>
+      Effect.suspend(() => {
+        const set = pending.get(platformId)
+        if (set === undefined) return Effect.void
+        const entries = [...set].filter((entry) => endUserId === undefined || entry.settlement.endUserId === endUserId)
+        return entries.length === 0 ? Effect.void : awaitAll(entries).pipe(Effect.timeout(limit), Effect.ignore)
+      })
+
+    /** Waits for every pending settlement of this instance (operator reads, tests). */
+    const awaitEverything = (limit: Duration.DurationInput = "5 seconds") =>
+      Effect.suspend(() =>
+        awaitAll([...pending.values()].flatMap((set) => [...set])).pipe(Effect.timeout(limit), Effect.ignore)
+      )
+
+    return { submit, pendingOf, awaitPlatform, awaitEverything } as const
+  })
+}) {}
+
+/**
+ * The pending costs not yet visible in a snapshot: `committed` are the ids among `pending` that
+ * the snapshot already saw (their log rows exist), so nothing is counted twice or missed.
+ */
+export const unsettled = (
+  pending: ReadonlyArray<Settlement>,
+  committed: ReadonlySet<string>,
+  endUserId: string | null
+) => {
+  let budget = BigDecimal.make(0n, 0)
+  let wallet = BigDecimal.make(0n, 0)
+  let ofUser = 0
+  for (const s of pending) {
+    if (committed.has(s.id)) continue
+    wallet = BigDecimal.sum(wallet, s.costUsd)
+    if (endUserId !== null && s.endUserId === endUserId) {
+      budget = BigDecimal.sum(budget, s.costUsd)
+      ofUser++
+    }
+  }
+  return { budget, wallet, ofUser }
+}
