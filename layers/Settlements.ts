@@ -7,7 +7,7 @@
 // call missing. Shutdown drains the queue.
 import type { SqlError } from "@effect/sql/SqlError"
 import { PgClient } from "@effect/sql-pg"
-import { BigDecimal, Cause, Config, Deferred, Duration, Effect, Option, Queue, Schedule, type Tracer } from "effect"
+import { BigDecimal, Cause, Clock, Config, Deferred, Duration, Effect, Option, Queue, Schedule, type Tracer } from "effect"
 import type { PlatformSettings } from "../schemas/Platforms.js"
 import { currentPeriodStart } from "../src/lib/Periods.js"
 import { isDatabaseOutage, isQueryCanceled } from "../src/lib/SqlErrors.js"
@@ -220,13 +220,21 @@ export class Settlements extends Effect.Service<Settlements>()("gateway/Settleme
     const awaitAll = (entries: Iterable<Entry>) =>
       Effect.forEach([...entries], (entry) => Deferred.await(entry.done), { discard: true })
 
-    // Shutdown (after the listeners stopped): wait for the queue to empty, up to the deadline.
+    // Shutdown (after the listeners closed): write everything queued, up to the deadline. A
+    // request cut by the listener's deadline settles a moment later, so the queue must stay
+    // empty for a short while before the writer stops.
+    const everything = () => [...pending.values()].flatMap((set) => [...set])
+    const drain: Effect.Effect<void> = Effect.suspend(() =>
+      awaitAll(everything()).pipe(
+        Effect.zipRight(Effect.sleep("100 millis")),
+        Effect.zipRight(Effect.suspend(() => everything().length === 0 ? Effect.void : drain))
+      )
+    )
     yield* Effect.addFinalizer(() =>
-      awaitAll([...pending.values()].flatMap((set) => [...set])).pipe(
+      drain.pipe(
         Effect.timeoutFail({ duration: drainTimeout, onTimeout: () => "timeout" as const }),
-        Effect.catchAll(() =>
-          Effect.logError(`shutdown: ${[...pending.values()].reduce((n, set) => n + set.size, 0)} settlements not written`)
-        )
+        Effect.catchAll(() => Effect.logError(`shutdown: ${everything().length} settlements not written`)),
+        Effect.withClock(Clock.make())
       )
     )
 
@@ -259,7 +267,7 @@ export class Settlements extends Effect.Service<Settlements>()("gateway/Settleme
     /** Waits for every pending settlement of this instance (operator reads, tests). */
     const awaitEverything = (limit: Duration.DurationInput = "5 seconds") =>
       Effect.suspend(() =>
-        awaitAll([...pending.values()].flatMap((set) => [...set])).pipe(Effect.timeout(limit), Effect.ignore)
+        awaitAll(everything()).pipe(Effect.timeout(limit), Effect.ignore)
       )
 
     return { submit, pendingOf, awaitPlatform, awaitEverything } as const

@@ -1,9 +1,7 @@
 // The API host ({base_url}, PORT): the HttpApi with its handlers, error mapping, OpenAPI
 // document at /openapi.json, docs page at /docs and a /health probe.
 import { HttpApiBuilder, HttpApiScalar, HttpServerResponse } from "@effect/platform"
-import { NodeHttpServer } from "@effect/platform-node"
 import { Config, Layer } from "effect"
-import { createServer } from "node:http"
 import { AdminLive } from "../admin/Http.js"
 import { BudgetsLive } from "../budgets/Http.js"
 import { CapabilitiesLive } from "../capabilities/Http.js"
@@ -14,6 +12,7 @@ import { ToolsLive } from "../tools/Http.js"
 import { WebhooksLive } from "../webhooks/Http.js"
 import { GatewayApi } from "./Api.js"
 import { AuthenticationLive } from "./Authentication.js"
+import { drainingServerLayer } from "./DrainingServer.js"
 import { ErrorMappingLive } from "./ErrorMapping.js"
 
 const HealthLive = HttpApiBuilder.Router.use((router) =>
@@ -35,7 +34,7 @@ export const HttpAppLive = HttpApiBuilder.serve().pipe(
 export const host = Config.string("HOST").pipe(Config.withDefault("0.0.0.0"))
 
 export const ApiListenerLive = Layer.mergeAll(HttpAppLive, recordAddress("api")).pipe(
-  Layer.provide(NodeHttpServer.layerConfig(createServer, {
+  Layer.provide(drainingServerLayer({
     port: Config.integer("PORT").pipe(Config.withDefault(8080)),
     host
   }))

@@ -8,15 +8,14 @@ import {
   HttpServerRequest,
   HttpServerResponse
 } from "@effect/platform"
-import { NodeHttpServer } from "@effect/platform-node"
 import { SqlError } from "@effect/sql/SqlError"
 import { Cause, Config, Effect, Layer, Option } from "effect"
-import { createServer } from "node:http"
 import { BadRequest, Forbidden, type NotFound, PayloadTooLarge, type Unauthorized, ValidationError } from "../../schemas/Errors.js"
 import type { EndUserPrincipal } from "../../layers/KeyAuth.js"
 import { Settlements } from "../../layers/Settlements.js"
 import { KeyAuth } from "../../layers/KeyAuth.js"
 import { ToolHost } from "../../layers/ToolHost.js"
+import { drainingServerLayer } from "../http/DrainingServer.js"
 import { host } from "../http/Server.js"
 import { recordAddress } from "../Listeners.js"
 import { isDatabaseOutage } from "../lib/SqlErrors.js"
@@ -84,6 +83,12 @@ const authorize = Effect.gen(function*() {
 
 /** No key here: the provider sends the browser back; the signed single-use state is the proof. */
 const callback = Effect.gen(function*() {
+  // The query carries the authorization code and state: the server span keeps the path only.
+  const request = yield* HttpServerRequest.HttpServerRequest
+  yield* Effect.annotateCurrentSpan({
+    "url.full": `http://${request.headers.host ?? "localhost"}${request.url.split("?")[0]}`,
+    "url.query": "[redacted]"
+  })
   const [code, state, error, errorDescription] = yield* Effect.all([
     queryParam("code"),
     queryParam("state"),
@@ -178,7 +183,7 @@ export const ToolRouter = HttpRouter.empty.pipe(
 const ToolApp = ToolRouter.pipe(Effect.catchTag("RouteNotFound", () => notFound))
 
 export const ToolListenerLive = Layer.mergeAll(HttpServer.serve(ToolApp), recordAddress("tools")).pipe(
-  Layer.provide(NodeHttpServer.layerConfig(createServer, {
+  Layer.provide(drainingServerLayer({
     port: Config.integer("MCP_PORT").pipe(Config.withDefault(8081)),
     host
   }))
