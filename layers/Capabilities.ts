@@ -27,6 +27,7 @@ import { isUuid } from "../src/lib/Ids.js"
 import { dec, sqlDec } from "../src/lib/Money.js"
 import { isQueryCanceled } from "../src/lib/SqlErrors.js"
 import { allowPrivateUrls } from "../src/lib/SsrfGuard.js"
+import { AdmissionCache } from "./AdmissionCache.js"
 import { actorOf, BudgetLedger, type BudgetRow } from "./BudgetLedger.js"
 import { callProvider, type CallOutcome } from "./capabilities/ProviderCall.js"
 import { openHoldsSql, platformOpenHoldsUsd } from "./capabilities/Holds.js"
@@ -158,6 +159,7 @@ export class Capabilities extends Effect.Service<Capabilities>()("gateway/Capabi
   scoped: Effect.gen(function*() {
     const sql = yield* PgClient.PgClient
     const ledger = yield* BudgetLedger
+    const admissionCache = yield* AdmissionCache
     const wallet = yield* PlatformWallet
     const config = yield* Config.all({
       timeoutMs: Config.integer("GATEWAY_CAPABILITY_TIMEOUT_MS").pipe(Config.withDefault(30_000)),
@@ -433,7 +435,13 @@ export class Capabilities extends Effect.Service<Capabilities>()("gateway/Capabi
           RETURNING id`
         const reserved: Reserved = { runId: run!.id, budgetId: budget.id }
         return reserved
-      }).pipe(sql.withTransaction, Effect.catchTag("SqlError", Effect.die), Effect.withSpan("Capabilities.reserve"))
+      }).pipe(
+        sql.withTransaction,
+        // Admission counts open holds: its cached state of the platform must see this one.
+        Effect.tap(() => admissionCache.invalidate(caller.platformId)),
+        Effect.catchTag("SqlError", Effect.die),
+        Effect.withSpan("Capabilities.reserve")
+      )
 
     interface Settlement {
       readonly state: FinalState

@@ -16,6 +16,7 @@ import {
 } from "../schemas/Errors.js"
 import { dec, sqlDec } from "../src/lib/Money.js"
 import { currentPeriodStart } from "../src/lib/Periods.js"
+import { AdmissionCache } from "./AdmissionCache.js"
 import { type AdmissionSnapshot, loadAdmissionSnapshot } from "./AdmissionSnapshot.js"
 import { ProviderKeys } from "./ProviderKeys.js"
 import { resolveLimits } from "./RateLimitSettings.js"
@@ -88,6 +89,7 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
     const keys = yield* ProviderKeys
     const display = yield* DisplayLedger
     const settlements = yield* Settlements
+    const admissionCache = yield* AdmissionCache
     // Per upstream attempt, until the answer (or the stream's headers) arrives.
     const attemptTimeoutMs = yield* Config.integer("GATEWAY_UPSTREAM_TIMEOUT_MS").pipe(Config.withDefault(60_000))
 
@@ -170,23 +172,36 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
 
     /**
      * What admission reads, with this instance's queued settlements applied: the snapshot tells
-     * which of them it already saw, so each cost counts exactly once. The display ledger's charge
-     * is decided at write time, so a user with a display wallet and queued calls waits for them.
+     * which of them it already saw, so each cost counts exactly once; costs queued since then
+     * come from Settlements' running totals. Cached for a moment (AdmissionCache). The display
+     * ledger's charge is decided at write time, so with a display wallet the snapshot is read
+     * fresh, after the user's queued calls are written.
      */
     const readSnapshot = (caller: Caller, model: string): Effect.Effect<AdmissionSnapshot> =>
       Effect.gen(function*() {
+        const platformId = caller.platformId
         const endUserId = caller._tag === "EndUserKey" ? caller.endUserId : null
-        const pending = settlements.pendingOf(caller.platformId)
-        const snapshot = yield* loadAdmissionSnapshot(sql, keys.reveal, caller.platformId, endUserId, model, pending.map((s) => s.id))
-        const queued = unsettled(pending, snapshot.committed, endUserId)
-        if (queued.ofUser > 0 && endUserId !== null && snapshot.settings.end_user_wallet != null) {
-          yield* settlements.awaitPlatform(caller.platformId, endUserId)
-          return yield* loadAdmissionSnapshot(sql, keys.reveal, caller.platformId, endUserId, model, [])
+        const now = Date.now()
+        let entry = admissionCache.get(platformId, endUserId, model, now)
+        if (entry === undefined) {
+          const totals = settlements.submitted(platformId, endUserId)
+          const pending = settlements.pendingOf(platformId)
+          const snapshot = yield* loadAdmissionSnapshot(sql, keys.reveal, platformId, endUserId, model, pending.map((s) => s.id))
+          if (endUserId !== null && snapshot.settings.end_user_wallet?.enabled === true) {
+            yield* settlements.awaitPlatform(platformId, endUserId)
+            return yield* loadAdmissionSnapshot(sql, keys.reveal, platformId, endUserId, model, [])
+          }
+          const queued = unsettled(pending, snapshot.committed, endUserId)
+          entry = { snapshot, loadedAt: now, unsettled: { budget: queued.budget, wallet: queued.wallet }, totals }
+          admissionCache.set(platformId, endUserId, model, entry)
         }
+        const totals = settlements.submitted(platformId, endUserId)
+        const budget = BigDecimal.sum(entry.unsettled.budget, BigDecimal.subtract(totals.budget, entry.totals.budget))
+        const wallet = BigDecimal.sum(entry.unsettled.wallet, BigDecimal.subtract(totals.wallet, entry.totals.wallet))
         return {
-          ...snapshot,
-          held: BigDecimal.sum(snapshot.held, queued.budget),
-          walletBalance: BigDecimal.subtract(snapshot.walletBalance, queued.wallet)
+          ...entry.snapshot,
+          held: BigDecimal.sum(entry.snapshot.held, budget),
+          walletBalance: BigDecimal.subtract(entry.snapshot.walletBalance, wallet)
         }
       })
 

@@ -239,8 +239,16 @@ export class Settlements extends Effect.Service<Settlements>()("gateway/Settleme
     )
 
     /** Queues a settlement; returns at once. */
+    /** Everything ever queued here, by platform (wallet) and end user (budget): see `submitted`. */
+    const queuedByPlatform = new Map<string, BigDecimal.BigDecimal>()
+    const queuedByUser = new Map<string, BigDecimal.BigDecimal>()
+    const add = (totals: Map<string, BigDecimal.BigDecimal>, key: string, amount: BigDecimal.BigDecimal) =>
+      totals.set(key, BigDecimal.sum(totals.get(key) ?? ZERO, amount))
+
     const submit = (settlement: Settlement) =>
       Effect.gen(function*() {
+        add(queuedByPlatform, settlement.platformId, settlement.costUsd)
+        if (settlement.endUserId !== null) add(queuedByUser, settlement.endUserId, settlement.costUsd)
         const entry: Entry = { settlement, done: yield* Deferred.make<void>() }
         const set = pending.get(settlement.platformId) ?? new Set<Entry>()
         set.add(entry)
@@ -270,7 +278,16 @@ export class Settlements extends Effect.Service<Settlements>()("gateway/Settleme
         awaitAll(everything()).pipe(Effect.timeout(limit), Effect.ignore)
       )
 
-    return { submit, pendingOf, awaitPlatform, awaitEverything } as const
+    /**
+     * Running totals of the costs this instance ever queued for a platform's wallet and an end
+     * user's budget: two readings bracket what was queued in between (admission's cache).
+     */
+    const submitted = (platformId: string, endUserId: string | null) => ({
+      wallet: queuedByPlatform.get(platformId) ?? ZERO,
+      budget: endUserId === null ? ZERO : queuedByUser.get(endUserId) ?? ZERO
+    })
+
+    return { submit, pendingOf, submitted, awaitPlatform, awaitEverything } as const
   })
 }) {}
 

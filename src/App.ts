@@ -1,6 +1,7 @@
 // The whole program as one layer: database (embedded or DATABASE_URL) -> services -> listeners.
 import { Effect, Layer } from "effect"
 import { AdminKey } from "../layers/AdminKey.js"
+import { AdmissionCache } from "../layers/AdmissionCache.js"
 import { ApiKeys } from "../layers/ApiKeys.js"
 import { BudgetLedger } from "../layers/BudgetLedger.js"
 import { Capabilities } from "../layers/Capabilities.js"
@@ -37,7 +38,7 @@ export type Role = "all" | "api" | "tools"
 export const ServicesLive = Layer.mergeAll(Platforms.Default, EndUsers.Default, Responses.Default).pipe(
   Layer.provideMerge(Layer.mergeAll(Inference.Default, ToolHost.Default)),
   Layer.provideMerge(Layer.mergeAll(DisplayLedger.Default, Skills.Default, Capabilities.Default)),
-  Layer.provideMerge(Layer.mergeAll(ProviderRouter.Default, RateLimiter.layerFromConfig, UpstreamAdapters.layer, RateLimitSettings.Default, Settlements.Default)),
+  Layer.provideMerge(Layer.mergeAll(ProviderRouter.Default, RateLimiter.layerFromConfig, UpstreamAdapters.layer, RateLimitSettings.Default, Settlements.Default, AdmissionCache.Default)),
   Layer.provideMerge(Layer.mergeAll(ApiKeys.Default, BudgetLedger.Default, Idempotency.Default)),
   Layer.provideMerge(Layer.mergeAll(ModelCatalog.Default, ProviderKeys.Default, PlatformWallet.Default, InferenceLogs.Default)),
   Layer.provideMerge(Layer.mergeAll(KeyAuth.Default, WebhookOutbox.Default)),

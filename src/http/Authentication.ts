@@ -1,11 +1,13 @@
 // Bearer authentication for every API route: resolves the key through KeyAuth and provides
 // the caller as CurrentPrincipal; tags the request span with the tenant ids. Before any route
 // but inference itself, it waits for the caller's queued settlements (Settlements), so reads
-// (budgets, wallet, logs) always include the caller's finished calls.
-import { HttpApiMiddleware, HttpApiSecurity, HttpServerRequest } from "@effect/platform"
+// (budgets, wallet, logs) always include the caller's finished calls; a write drops the
+// platform's cached admission state (AdmissionCache) once it has answered.
+import { HttpApiMiddleware, HttpApiSecurity, HttpApp, HttpServerRequest } from "@effect/platform"
 import { Effect, Layer, Schema } from "effect"
 import { Forbidden, Unauthorized } from "../../schemas/Errors.js"
 import { CurrentPrincipal, KeyAuth, type Principal } from "../../layers/KeyAuth.js"
+import { AdmissionCache } from "../../layers/AdmissionCache.js"
 import { Settlements } from "../../layers/Settlements.js"
 
 /** Inference itself: admission counts queued settlements exactly, without waiting. */
@@ -22,9 +24,16 @@ export const AuthenticationLive = Layer.effect(
   Effect.gen(function*() {
     const keyAuth = yield* KeyAuth
     const settlements = yield* Settlements
-    const settled = (principal: Principal, method: string, url: string) => {
+    const admissionCache = yield* AdmissionCache
+    /** Reads see the caller's finished calls; writes drop the cached admission state they change. */
+    const consistent = (principal: Principal, method: string, url: string) => {
       if (method === "POST" && INFERENCE_ROUTES.has(url.split("?")[0]!)) return Effect.void
-      return principal._tag === "Admin" ? settlements.awaitEverything() : settlements.awaitPlatform(principal.platformId)
+      const platformId = principal._tag === "Admin" ? undefined : principal.platformId
+      const invalidate = method === "GET" || method === "HEAD"
+        ? Effect.void
+        : HttpApp.appendPreResponseHandler((_request, response) => Effect.as(admissionCache.invalidate(platformId), response))
+      const settled = platformId === undefined ? settlements.awaitEverything() : settlements.awaitPlatform(platformId)
+      return Effect.zipRight(settled, invalidate)
     }
     return {
       // The raw header is read again so a malformed one (not "Bearer <key>") is told apart.
@@ -36,7 +45,7 @@ export const AuthenticationLive = Layer.effect(
             yield* Effect.annotateCurrentSpan("platform.id", principal.platformId)
             if (principal._tag === "EndUserKey") yield* Effect.annotateCurrentSpan("end_user.id", principal.endUserId)
           }
-          yield* settled(principal, request.method, request.url)
+          yield* consistent(principal, request.method, request.url)
           return principal
         })
     }

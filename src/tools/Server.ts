@@ -2,6 +2,7 @@
 // MCP over streamable HTTP at /mcp/{app_slug}. End-user keys only; OpenAI-shaped errors.
 import {
   FileSystem,
+  HttpApp,
   HttpIncomingMessage,
   HttpRouter,
   HttpServer,
@@ -12,6 +13,7 @@ import { SqlError } from "@effect/sql/SqlError"
 import { Cause, Config, Effect, Layer, Option } from "effect"
 import { BadRequest, Forbidden, type NotFound, PayloadTooLarge, type Unauthorized, ValidationError } from "../../schemas/Errors.js"
 import type { EndUserPrincipal } from "../../layers/KeyAuth.js"
+import { AdmissionCache } from "../../layers/AdmissionCache.js"
 import { Settlements } from "../../layers/Settlements.js"
 import { KeyAuth } from "../../layers/KeyAuth.js"
 import { ToolHost } from "../../layers/ToolHost.js"
@@ -57,8 +59,11 @@ const endUser = Effect.gen(function*() {
   }
   yield* Effect.annotateCurrentSpan("platform.id", principal.platformId)
   yield* Effect.annotateCurrentSpan("end_user.id", principal.endUserId)
-  // Tool calls debit the same budget: the user's queued inference settlements go first.
+  // Tool calls debit the same budget: the user's queued inference settlements go first, and
+  // the platform's cached admission state is dropped once the call has answered.
   yield* (yield* Settlements).awaitPlatform(principal.platformId, principal.endUserId)
+  const admissionCache = yield* AdmissionCache
+  yield* HttpApp.appendPreResponseHandler((_request, response) => Effect.as(admissionCache.invalidate(principal.platformId), response))
   return principal satisfies EndUserPrincipal
 })
 

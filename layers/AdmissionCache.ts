@@ -1,0 +1,53 @@
+// AdmissionCache: admission's snapshot (candidates, settings, limits, budget, holds, wallet) kept
+// in memory per platform, end user and model for GATEWAY_ADMISSION_CACHE_TTL (default 1 s), so
+// most calls are admitted without a database round trip. Costs queued here since the snapshot
+// are added from Settlements' running totals, so this instance's own calls count at once and
+// exactly. Writes through this instance's API drop the platform's entries when they answer;
+// writes on other instances are seen within the TTL.
+import { type BigDecimal, Config, Duration, Effect } from "effect"
+import type { AdmissionSnapshot } from "./AdmissionSnapshot.js"
+
+export interface CachedAdmission {
+  readonly snapshot: AdmissionSnapshot
+  readonly loadedAt: number
+  /** Queued costs the snapshot did not include when it was read. */
+  readonly unsettled: { readonly budget: BigDecimal.BigDecimal; readonly wallet: BigDecimal.BigDecimal }
+  /** Settlements' running totals when it was read. */
+  readonly totals: { readonly budget: BigDecimal.BigDecimal; readonly wallet: BigDecimal.BigDecimal }
+}
+
+const keyOf = (platformId: string, endUserId: string | null, model: string) => `${platformId}\u0000${endUserId ?? ""}\u0000${model}`
+
+export class AdmissionCache extends Effect.Service<AdmissionCache>()("gateway/AdmissionCache", {
+  effect: Effect.gen(function*() {
+    const ttl = yield* Config.duration("GATEWAY_ADMISSION_CACHE_TTL").pipe(Config.withDefault(Duration.seconds(1)), Effect.orDie)
+    const ttlMs = Duration.toMillis(ttl)
+    /** platform id -> its entries by key (dropping a platform is one delete). */
+    const entries = new Map<string, Map<string, CachedAdmission>>()
+
+    const get = (platformId: string, endUserId: string | null, model: string, now: number) => {
+      const entry = entries.get(platformId)?.get(keyOf(platformId, endUserId, model))
+      return entry !== undefined && now - entry.loadedAt < ttlMs ? entry : undefined
+    }
+
+    const set = (platformId: string, endUserId: string | null, model: string, entry: CachedAdmission) => {
+      if (ttlMs <= 0) return
+      let forPlatform = entries.get(platformId)
+      if (forPlatform === undefined) entries.set(platformId, forPlatform = new Map())
+      // Bounded: expired entries go when the platform's map grows past a few thousand.
+      if (forPlatform.size > 4096) {
+        for (const [key, old] of forPlatform) if (entry.loadedAt - old.loadedAt >= ttlMs) forPlatform.delete(key)
+      }
+      forPlatform.set(keyOf(platformId, endUserId, model), entry)
+    }
+
+    /** After a write of the platform's state (or, without a platform, any write of the operator). */
+    const invalidate = (platformId?: string) =>
+      Effect.sync(() => {
+        if (platformId === undefined) entries.clear()
+        else entries.delete(platformId)
+      })
+
+    return { get, set, invalidate } as const
+  })
+}) {}
