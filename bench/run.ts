@@ -83,7 +83,9 @@ const summarizeProblems = (lines: ReadonlyArray<string>) => {
 }
 
 const spawnNode = (label: string, script: string, env: Record<string, string>, nodeArgs: ReadonlyArray<string> = []): Child => {
-  const proc = spawn(process.execPath, [...nodeArgs, "--import", "tsx", script], {
+  // The gateway runs as in production: the bundle `npm run build` wrote (npm run bench builds it).
+  const loader = script.endsWith(".js") ? [] : ["--import", "tsx"]
+  const proc = spawn(process.execPath, [...nodeArgs, ...loader, script], {
     cwd: ROOT,
     env: { ...process.env, ...env },
     stdio: ["ignore", "pipe", "pipe"]
@@ -819,7 +821,7 @@ const main = async () => {
     GATEWAY_ALLOW_PRIVATE_URLS: "true"
   }
   if (gatewayDbUrl !== undefined) gatewayEnv.DATABASE_URL = gatewayDbUrl
-  const gateway = spawnNode("gateway", "src/main.ts", gatewayEnv, GATEWAY_NODE_ARGS)
+  const gateway = spawnNode("gateway", "dist/main.js", gatewayEnv, GATEWAY_NODE_ARGS)
   // SIGTERM: the gateway drains in-flight settlements (and stops its embedded Postgres) first.
   cleanups.push(() => stopChild(gateway, 20_000))
   const gatewayUrl = (await waitForLine(gateway, /API listening on (http:\/\/\S+)/, 120_000))[1]!

@@ -1,10 +1,5 @@
 // OpenTelemetry: spans and metrics go to OTEL_EXPORTER_OTLP_ENDPOINT (OTLP/HTTP, /v1/traces and
-// /v1/metrics) when it is set; off otherwise.
-import { NodeSdk } from "@effect/opentelemetry"
-import { OTLPMetricExporter } from "@opentelemetry/exporter-metrics-otlp-http"
-import { OTLPTraceExporter } from "@opentelemetry/exporter-trace-otlp-http"
-import { PeriodicExportingMetricReader } from "@opentelemetry/sdk-metrics"
-import { BatchSpanProcessor } from "@opentelemetry/sdk-trace-base"
+// /v1/metrics) when it is set; off otherwise, and then the SDK (tens of MB) is not even loaded.
 import { Config, Effect, Layer, Option } from "effect"
 
 export const TracingLive = Layer.unwrapEffect(
@@ -14,6 +9,16 @@ export const TracingLive = Layer.unwrapEffect(
     const serviceName = yield* Config.string("OTEL_SERVICE_NAME").pipe(Config.withDefault("model-gateway"))
     const intervalMs = yield* Config.integer("OTEL_METRIC_EXPORT_INTERVAL").pipe(Config.withDefault(15_000))
     const base = endpoint.value.replace(/\/$/, "")
+    const [{ NodeSdk }, { OTLPMetricExporter }, { OTLPTraceExporter }, { PeriodicExportingMetricReader }, { BatchSpanProcessor }] =
+      yield* Effect.promise(() =>
+        Promise.all([
+          import("@effect/opentelemetry"),
+          import("@opentelemetry/exporter-metrics-otlp-http"),
+          import("@opentelemetry/exporter-trace-otlp-http"),
+          import("@opentelemetry/sdk-metrics"),
+          import("@opentelemetry/sdk-trace-base")
+        ])
+      )
     return NodeSdk.layer(() => ({
       resource: { serviceName, serviceVersion: "0.1.0" },
       spanProcessor: new BatchSpanProcessor(new OTLPTraceExporter({ url: `${base}/v1/traces` })),
