@@ -2,7 +2,7 @@
 // spec's order as a typed error channel (none reaches the upstream), then routing with failover,
 // then settlement in one transaction: budget debit row, platform wallet debit, inference log.
 import { PgClient } from "@effect/sql-pg"
-import { BigDecimal, Clock, Config, Effect, Metric, Stream } from "effect"
+import { BigDecimal, Clock, Config, Effect, Fiber, Metric, Stream } from "effect"
 import { randomUUID } from "node:crypto"
 import type { ChatChunk, ChatCompletion, ChatRequest, Usage } from "../schemas/Chat.js"
 import type { PlatformSettings } from "../schemas/Platforms.js"
@@ -354,17 +354,19 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
 
     /** Non-streaming: route with failover, settle with the reported usage. */
     const complete = (admitted: Admitted): Effect.Effect<ChatCompletion, BadGateway | GatewayTimeout> =>
-      // A client that leaves mid-call aborts the upstream request; but once the upstream has
-      // answered, the answer is settled even if the client is already gone.
-      Effect.uninterruptibleMask((restore) =>
+      // Once sent upstream, a call runs to its answer (each attempt bounded by the upstream
+      // timeout) and is settled even if the client has left, since the provider bills it either
+      // way: it runs on its own fiber, and a client that leaves only stops waiting for it.
+      Effect.forkDaemon(
         Effect.gen(function*() {
-          const { value, candidate } = yield* restore(
-            router.route(admitted.candidates, (c) => Effect.flatMap(callFor(admitted, c), adapters.get(c.kind).complete))
+          const { value, candidate } = yield* router.route(
+            admitted.candidates,
+            (c) => Effect.flatMap(callFor(admitted, c), adapters.get(c.kind).complete)
           )
           yield* settle(admitted, { candidate, usage: value.usage, method: "reported", status: "success", errorMessage: null })
           return { ...value, id: admitted.requestId, model: admitted.request.model }
         })
-      )
+      ).pipe(Effect.flatMap(Fiber.join))
 
     /**
      * Streaming: failover happens before the first byte; afterwards an upstream drop ends the

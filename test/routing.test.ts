@@ -213,6 +213,25 @@ describe("interrupted streams", () => {
     expect(row.completion_tokens).toBeGreaterThan(0)
     expect(row.completion_tokens).toBeLessThan(40)
   })
+
+  it("a non-streaming call whose client leaves still gets its answer from upstream and is billed", async () => {
+    reset()
+    a.setBehavior({ responseDelayMs: 400 })
+    const before = (await logs()).length
+    const controller = new AbortController()
+    const pending = fetch(`${gw.baseUrl}/v1/chat/completions`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${t.endUserKey}`, "content-type": "application/json" },
+      body: JSON.stringify({ model: "a-only", messages: [{ role: "user", content: "go" }] }),
+      signal: controller.signal
+    }).catch(() => "aborted")
+    await a.waitFor((f) => f.requests.length === 1, 5000)
+    controller.abort()
+    expect(await pending).toBe("aborted")
+    await expect.poll(async () => (await logs()).length, { timeout: 5000 }).toBe(before + 1)
+    expect((await logs()).at(-1)).toMatchObject({ status: "success", billing_status: "billed" })
+    expect(a.requests[0]!.clientClosed).toBe(false)
+  })
 })
 
 describe("rate limits", () => {
