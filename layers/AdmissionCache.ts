@@ -4,7 +4,7 @@
 // are added from Settlements' running totals, so this instance's own calls count at once and
 // exactly. Writes through this instance's API drop the platform's entries when they answer;
 // writes on other instances are seen within the TTL.
-import { type BigDecimal, Config, Duration, Effect } from "effect"
+import { type BigDecimal, Config, Deferred, Duration, Effect, Exit, FiberId } from "effect"
 import type { AdmissionSnapshot } from "./AdmissionSnapshot.js"
 
 export interface CachedAdmission {
@@ -41,6 +41,39 @@ export class AdmissionCache extends Effect.Service<AdmissionCache>()("gateway/Ad
       forPlatform.set(keyOf(platformId, endUserId, model), entry)
     }
 
+    /** Loads in flight by key: concurrent misses of one key share one read (no stampede at expiry). */
+    const loading = new Map<string, Deferred.Deferred<CachedAdmission>>()
+
+    /**
+     * The entry, read by `load` on a miss; `load` says whether its result may be cached (a
+     * display wallet's snapshot may not).
+     */
+    const getOrLoad = (
+      platformId: string,
+      endUserId: string | null,
+      model: string,
+      load: Effect.Effect<{ readonly entry: CachedAdmission; readonly cacheable: boolean }>
+    ): Effect.Effect<CachedAdmission> =>
+      Effect.suspend(() => {
+        const cached = get(platformId, endUserId, model, Date.now())
+        if (cached !== undefined) return Effect.succeed(cached)
+        const key = keyOf(platformId, endUserId, model)
+        const inFlight = loading.get(key)
+        if (inFlight !== undefined) return Deferred.await(inFlight)
+        const done = Deferred.unsafeMake<CachedAdmission>(FiberId.none)
+        loading.set(key, done)
+        return load.pipe(
+          Effect.tap(({ cacheable, entry }) => Effect.sync(() => cacheable && set(platformId, endUserId, model, entry))),
+          Effect.map(({ entry }) => entry),
+          Effect.onExit((exit) =>
+            Effect.suspend(() => {
+              loading.delete(key)
+              return Deferred.done(done, Exit.isSuccess(exit) ? exit : Exit.failCause(exit.cause) as Exit.Exit<CachedAdmission>)
+            })
+          )
+        )
+      })
+
     /** After a write of the platform's state (or, without a platform, any write of the operator). */
     const invalidate = (platformId?: string) =>
       Effect.sync(() => {
@@ -48,6 +81,6 @@ export class AdmissionCache extends Effect.Service<AdmissionCache>()("gateway/Ad
         else entries.delete(platformId)
       })
 
-    return { get, set, invalidate } as const
+    return { getOrLoad, invalidate } as const
   })
 }) {}

@@ -67,6 +67,8 @@ export interface Outcome {
 }
 
 const ZERO = BigDecimal.make(0n, 0)
+/** Spans on every call: no stack capture (a new Error per span is a measurable share of the CPU). */
+const HOT = { captureStackTrace: false } as const
 const NO_LIMITS: RateLimits = { rpm: null, tpm: null, rpd: null }
 
 /** tokens x price per million tokens, exact. */
@@ -111,7 +113,7 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
           })
         }
         return maxTokens
-      }).pipe(Effect.withSpan("preflight.model"))
+      }).pipe(Effect.withSpan("preflight.model", HOT))
 
     /**
      * Check 2: the end user's limits (their override, else the platform default, else none). A
@@ -123,7 +125,7 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
         const effective = resolveLimits(snapshot.override, snapshot.settings.default_rate_limits)
         const limits: RateLimits = { rpm: effective.rpm_limit, tpm: effective.tpm_limit, rpd: effective.rpd_limit }
         return { limits, rateLimit: yield* limiter.admit(caller.endUserId, limits, promptEstimate) }
-      }).pipe(Effect.withSpan("preflight.rate_limit"))
+      }).pipe(Effect.withSpan("preflight.rate_limit", HOT))
 
     /** Check 3: the live, active budget (after a due period reset) is not suspended. */
     const checkSuspension = (caller: Caller, snapshot: AdmissionSnapshot) =>
@@ -139,7 +141,7 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
           return yield* new PaymentRequired({ code: "budget_suspended", param: "budget", message: "The budget is suspended" })
         }
         return current
-      }).pipe(Effect.withSpan("preflight.suspension"))
+      }).pipe(Effect.withSpan("preflight.suspension", HOT))
 
     /** Check 4: remaining > 0 on the USD ledger (open capability holds count), then on the display ledger. */
     const checkBudget = (budget: BudgetRow | null, snapshot: AdmissionSnapshot) =>
@@ -152,7 +154,7 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
         if (display.exhausted(budget, snapshot.settings.end_user_wallet ?? null)) {
           return yield* new PaymentRequired({ code: "budget_exhausted", param: "display_ledger", message: "The display balance is exhausted" })
         }
-      }).pipe(Effect.withSpan("preflight.budget"))
+      }).pipe(Effect.withSpan("preflight.budget", HOT))
 
     /** Check 5: the platform wallet covers the estimate (priced at the dearest candidate). */
     const checkWallet = (snapshot: AdmissionSnapshot, promptEstimate: number, maxTokens: number | undefined) =>
@@ -168,7 +170,7 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
             message: `The platform wallet cannot cover the estimated cost (${BigDecimal.format(estimate)} USD)`
           })
         }
-      }).pipe(Effect.withSpan("preflight.wallet"))
+      }).pipe(Effect.withSpan("preflight.wallet", HOT))
 
     /**
      * What admission reads, with this instance's queued settlements applied: the snapshot tells
@@ -181,20 +183,21 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
       Effect.gen(function*() {
         const platformId = caller.platformId
         const endUserId = caller._tag === "EndUserKey" ? caller.endUserId : null
-        const now = Date.now()
-        let entry = admissionCache.get(platformId, endUserId, model, now)
-        if (entry === undefined) {
+        const load = Effect.gen(function*() {
+          const loadedAt = Date.now()
           const totals = settlements.submitted(platformId, endUserId)
           const pending = settlements.pendingOf(platformId)
           const snapshot = yield* loadAdmissionSnapshot(sql, keys.reveal, platformId, endUserId, model, pending.map((s) => s.id))
           if (endUserId !== null && snapshot.settings.end_user_wallet?.enabled === true) {
             yield* settlements.awaitPlatform(platformId, endUserId)
-            return yield* loadAdmissionSnapshot(sql, keys.reveal, platformId, endUserId, model, [])
+            const fresh = yield* loadAdmissionSnapshot(sql, keys.reveal, platformId, endUserId, model, [])
+            const nothing = { budget: ZERO, wallet: ZERO }
+            return { entry: { snapshot: fresh, loadedAt, unsettled: nothing, totals: settlements.submitted(platformId, endUserId) }, cacheable: false }
           }
           const queued = unsettled(pending, snapshot.committed, endUserId)
-          entry = { snapshot, loadedAt: now, unsettled: { budget: queued.budget, wallet: queued.wallet }, totals }
-          admissionCache.set(platformId, endUserId, model, entry)
-        }
+          return { entry: { snapshot, loadedAt, unsettled: { budget: queued.budget, wallet: queued.wallet }, totals }, cacheable: true }
+        })
+        const entry = yield* admissionCache.getOrLoad(platformId, endUserId, model, load)
         const totals = settlements.submitted(platformId, endUserId)
         const budget = BigDecimal.sum(entry.unsettled.budget, BigDecimal.subtract(totals.budget, entry.totals.budget))
         const wallet = BigDecimal.sum(entry.unsettled.wallet, BigDecimal.subtract(totals.wallet, entry.totals.wallet))
@@ -236,13 +239,14 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
         Effect.tapError((e) =>
           Metric.increment(Metric.tagged(preflightRejections, "code", "code" in e ? e.code : "rate_limit_exceeded"))),
         Effect.withSpan("Inference.admit", {
-        attributes: {
-          "gen_ai.operation.name": requestType === "response" ? "responses" : "chat",
-          "gen_ai.request.model": request.model,
-          "platform.id": caller.platformId,
-          ...(caller._tag === "EndUserKey" ? { "end_user.id": caller.endUserId } : {})
-        }
-      })
+          ...HOT,
+          attributes: {
+            "gen_ai.operation.name": requestType === "response" ? "responses" : "chat",
+            "gen_ai.request.model": request.model,
+            "platform.id": caller.platformId,
+            ...(caller._tag === "EndUserKey" ? { "end_user.id": caller.endUserId } : {})
+          }
+        })
       )
 
     const recordMetrics = (admitted: Admitted, outcome: Outcome, cost: BigDecimal.BigDecimal, durationMs: number) => {
@@ -336,7 +340,7 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
       }).pipe(
         Effect.catchAllCause((cause) => Effect.logError("settlement failed", cause)),
         Effect.uninterruptible,
-        Effect.withSpan("Inference.settle")
+        Effect.withSpan("Inference.settle", HOT)
       )
 
     /** One upstream attempt's call; W3C traceparent names the attempt's span as the parent. */

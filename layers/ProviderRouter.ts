@@ -59,6 +59,7 @@ export class ProviderRouter extends Effect.Service<ProviderRouter>()("gateway/Pr
         for (const candidate of ordered) {
           const result = yield* Effect.either(attempt(candidate).pipe(
             Effect.withSpan("ProviderRouter.attempt", {
+              captureStackTrace: false,
               attributes: { "gen_ai.provider.name": candidate.providerSlug, "gen_ai.request.model": candidate.providerModelId }
             })
           ))

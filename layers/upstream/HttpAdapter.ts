@@ -18,7 +18,7 @@ export interface HttpAdapterSpec<W> {
 
 export const httpAdapter = <W>(spec: HttpAdapterSpec<W>): UpstreamAdapter => {
   const span = (name: string, call: UpstreamCall) =>
-    Effect.withSpan(`Upstream.${spec.kind}.${name}`, { attributes: { "upstream.model": call.providerModelId } })
+    Effect.withSpan(`Upstream.${spec.kind}.${name}`, { captureStackTrace: false, attributes: { "upstream.model": call.providerModelId } })
   return {
     complete: (call) =>
       postJson(spec.post(call, false)).pipe(
