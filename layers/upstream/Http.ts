@@ -1,7 +1,9 @@
-// Shared HTTP plumbing for the upstream adapters: a JSON POST over global fetch (undici) with an
+// Shared HTTP plumbing for the upstream adapters: a JSON POST over undici's `request` (a fifth of
+// the CPU of `fetch` per call: no WHATWG Request/Response or web streams) with an
 // AbortController tied to Effect interruption, the timeout, and the error classification
 // (connect / timeout / status / protocol) the router's failover relies on.
 import { Duration, Effect, Either, ParseResult, Schema, Stream } from "effect"
+import { request } from "undici"
 import { UpstreamError } from "./Upstream.js"
 
 export interface PostRequest {
@@ -14,10 +16,12 @@ export interface PostRequest {
 const timeoutError = (timeoutMs: number) =>
   new UpstreamError({ kind: "timeout", message: `upstream did not answer within ${timeoutMs} ms`, retryable: true })
 
-// undici wraps socket/DNS failures as TypeError("fetch failed", { cause: { code } }).
+// Socket and DNS failures carry a code (ECONNREFUSED, UND_ERR_SOCKET, ...), on the error itself
+// or, when wrapped, on its cause.
+const codeOf = (error: unknown): string | undefined =>
+  typeof error === "object" && error !== null && "code" in error && typeof error.code === "string" ? error.code : undefined
 const describeCause = (error: unknown): string => {
-  const cause = error instanceof Error ? error.cause : undefined
-  const code = typeof cause === "object" && cause !== null && "code" in cause ? String(cause.code) : undefined
+  const code = codeOf(error) ?? codeOf(error instanceof Error ? error.cause : undefined)
   const message = error instanceof Error ? error.message : String(error)
   return code === undefined ? message : `${code} (${message})`
 }
@@ -64,11 +68,13 @@ const abortable = <A>(controller: AbortController, run: () => Promise<A>, onErro
     return Effect.sync(() => controller.abort())
   })
 
+type Response = Awaited<ReturnType<typeof request>>
+
 const send = (req: PostRequest, controller: AbortController) =>
   abortable(
     controller,
     () =>
-      fetch(req.url, {
+      request(req.url, {
         method: "POST",
         headers: { "content-type": "application/json", ...req.headers },
         body: JSON.stringify(req.body),
@@ -78,14 +84,14 @@ const send = (req: PostRequest, controller: AbortController) =>
   )
 
 const readText = (response: Response, controller: AbortController) =>
-  abortable(controller, () => response.text(), (e) => connectError(e, "response body"))
+  abortable(controller, () => response.body.text(), (e) => connectError(e, "response body"))
 
 const failOnStatus = (response: Response, controller: AbortController) =>
-  response.ok
+  response.statusCode >= 200 && response.statusCode < 300
     ? Effect.void
     : readText(response, controller).pipe(
       Effect.orElseSucceed(() => ""),
-      Effect.flatMap((text) => Effect.fail(statusError(response.status, text)))
+      Effect.flatMap((text) => Effect.fail(statusError(response.statusCode, text)))
     )
 
 const withTimeout = (timeoutMs: number) =>
@@ -114,16 +120,12 @@ export const postStream = (req: PostRequest): Effect.Effect<Stream.Stream<Uint8A
     return send(req, controller).pipe(
       Effect.tap((response) => failOnStatus(response, controller)),
       withTimeout(req.timeoutMs),
-      Effect.flatMap((response) =>
-        response.body === null
-          ? Effect.fail(protocolError("streaming response without a body"))
-          : Effect.succeed(bodyStream(response.body, controller))
-      )
+      Effect.map((response) => bodyStream(response, controller))
     )
   })
 
-const bodyStream = (body: ReadableStream<Uint8Array>, controller: AbortController) =>
-  Stream.fromReadableStream({ evaluate: () => body, onError: (e) => connectError(e, "stream") }).pipe(
+const bodyStream = (response: Response, controller: AbortController) =>
+  Stream.fromAsyncIterable(response.body as AsyncIterable<Uint8Array>, (e) => connectError(e, "stream")).pipe(
     Stream.ensuring(Effect.sync(() => controller.abort()))
   )
 
