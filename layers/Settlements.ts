@@ -7,7 +7,7 @@
 // call missing. Shutdown drains the queue.
 import type { SqlError } from "@effect/sql/SqlError"
 import { PgClient } from "@effect/sql-pg"
-import { BigDecimal, Cause, Clock, Config, Deferred, Duration, Effect, Option, Queue, Schedule, type Tracer } from "effect"
+import { BigDecimal, Cause, Chunk, Clock, Config, Deferred, Duration, Effect, Option, Queue, Schedule, type Tracer } from "effect"
 import type { PlatformSettings } from "../schemas/Platforms.js"
 import { currentPeriodStart } from "../src/lib/Periods.js"
 import { isDatabaseOutage, isQueryCanceled } from "../src/lib/SqlErrors.js"
@@ -67,6 +67,8 @@ interface Entry {
 
 /** Settlements committed per transaction, at most. */
 const GROUP_SIZE = 256
+/** How long the writer waits for more settlements before it commits a group. */
+const LINGER = "5 millis"
 /** Postgres unreachable: retry a group with backoff capped at 5 s, for up to 15 minutes. */
 const OUTAGE_RETRY = Schedule.exponential("200 millis").pipe(Schedule.union(Schedule.spaced("5 seconds")), Schedule.upTo("15 minutes"))
 /** 40P01: a writer outside the queue (tool metering, capability runs) took locks in another order. */
@@ -203,7 +205,11 @@ export class Settlements extends Effect.Service<Settlements>()("gateway/Settleme
       )
 
     const writer = Effect.gen(function*() {
-      const entries = yield* Queue.takeBetween(queue, 1, GROUP_SIZE)
+      const first = yield* Queue.takeBetween(queue, 1, GROUP_SIZE)
+      // A short wait gathers what arrives meanwhile: fewer, larger groups at low load too.
+      const entries = first.length >= GROUP_SIZE
+        ? first
+        : Chunk.appendAll(first, yield* Effect.zipRight(Effect.sleep(LINGER), Queue.takeUpTo(queue, GROUP_SIZE - first.length)))
       yield* commitGroup([...entries]).pipe(Effect.withSpan("Settlements.commit", {
         attributes: { "settlement.count": entries.length },
         // Each settled call's span, so a trace leads to the group that wrote it and back.

@@ -214,6 +214,27 @@ describe("interrupted streams", () => {
     expect(row.completion_tokens).toBeLessThan(40)
   })
 
+  it("a client disconnect settles at once, even while the upstream is silent", async () => {
+    reset()
+    // The next chunk would come only after 3 s: the disconnect must not wait for it.
+    a.setBehavior({ reply: "one two three", chunkDelayMs: 3000 })
+    const before = (await logs()).length
+    const controller = new AbortController()
+    const res = await fetch(`${gw.baseUrl}/v1/chat/completions`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${t.endUserKey}`, "content-type": "application/json" },
+      body: JSON.stringify({ model: "a-only", messages: [{ role: "user", content: "go" }], stream: true }),
+      signal: controller.signal
+    })
+    expect(res.status).toBe(200)
+    const reader = res.body!.getReader()
+    await reader.read() // the role chunk
+    controller.abort()
+    await a.waitFor((f) => f.requests[0]?.clientClosed === true, 1500)
+    await expect.poll(async () => (await logs()).length, { timeout: 1500 }).toBe(before + 1)
+    expect((await logs()).at(-1)).toMatchObject({ status: "interrupted" })
+  })
+
   it("a non-streaming call whose client leaves still gets its answer from upstream and is billed", async () => {
     reset()
     a.setBehavior({ responseDelayMs: 400 })

@@ -3,6 +3,7 @@
 // AbortController tied to Effect interruption, the timeout, and the error classification
 // (connect / timeout / status / protocol) the router's failover relies on.
 import { Duration, Effect, Either, ParseResult, Schema, Stream } from "effect"
+import { NodeStream } from "@effect/platform-node"
 import { request } from "undici"
 import { UpstreamError } from "./Upstream.js"
 
@@ -124,8 +125,10 @@ export const postStream = (req: PostRequest): Effect.Effect<Stream.Stream<Uint8A
     )
   })
 
+// A Node readable: ending the stream early destroys it at once (an async iterator's return()
+// would wait for the pending read, i.e. for the upstream's next bytes).
 const bodyStream = (response: Response, controller: AbortController) =>
-  Stream.fromAsyncIterable(response.body as AsyncIterable<Uint8Array>, (e) => connectError(e, "stream")).pipe(
+  NodeStream.fromReadable<UpstreamError, Uint8Array>(() => response.body, (e) => connectError(e, "stream")).pipe(
     Stream.ensuring(Effect.sync(() => controller.abort()))
   )
 
