@@ -1,6 +1,7 @@
 // Inference: the one pipeline behind chat completions. The five pre-flight checks run in the
 // spec's order as a typed error channel (none reaches the upstream), then routing with failover,
-// then settlement in one transaction: budget debit row, platform wallet debit, inference log.
+// then settlement (budget debit row, platform wallet debit, inference log), queued for the
+// grouped writer in Settlements.
 import { PgClient } from "@effect/sql-pg"
 import { BigDecimal, Clock, Config, Effect, Fiber, Metric, Stream } from "effect"
 import { randomUUID } from "node:crypto"
@@ -183,19 +184,20 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
       Effect.gen(function*() {
         const platformId = caller.platformId
         const endUserId = caller._tag === "EndUserKey" ? caller.endUserId : null
-        const load = Effect.gen(function*() {
+        const read = Effect.gen(function*() {
           const loadedAt = Date.now()
           const totals = settlements.submitted(platformId, endUserId)
           const pending = settlements.pendingOf(platformId)
           const snapshot = yield* loadAdmissionSnapshot(sql, keys.reveal, platformId, endUserId, model, pending.map((s) => s.id))
-          if (endUserId !== null && snapshot.settings.end_user_wallet?.enabled === true) {
-            yield* settlements.awaitPlatform(platformId, endUserId)
-            const fresh = yield* loadAdmissionSnapshot(sql, keys.reveal, platformId, endUserId, model, [])
-            const nothing = { budget: ZERO, wallet: ZERO }
-            return { entry: { snapshot: fresh, loadedAt, unsettled: nothing, totals: settlements.submitted(platformId, endUserId) }, cacheable: false }
-          }
           const queued = unsettled(pending, snapshot.committed, endUserId)
-          return { entry: { snapshot, loadedAt, unsettled: { budget: queued.budget, wallet: queued.wallet }, totals }, cacheable: true }
+          return { snapshot, loadedAt, unsettled: { budget: queued.budget, wallet: queued.wallet }, totals }
+        })
+        const load = Effect.gen(function*() {
+          const entry = yield* read
+          if (endUserId === null || entry.snapshot.settings.end_user_wallet?.enabled !== true) return { entry, cacheable: true }
+          // used_display moves with every settled call: wait for the user's, read again, keep nothing.
+          yield* settlements.awaitPlatform(platformId, endUserId)
+          return { entry: yield* read, cacheable: false }
         })
         const entry = yield* admissionCache.getOrLoad(platformId, endUserId, model, load)
         const totals = settlements.submitted(platformId, endUserId)
