@@ -1,10 +1,10 @@
 // Settlements: the writes of served calls (log row, budget debit, platform wallet debit) leave
 // the request path. A call's settlement is queued when its answer is complete; one writer
 // fiber commits what is queued in grouped transactions: one multi-row statement for the log
-// rows, one UPDATE and one multi-row INSERT per budget, one statement per platform wallet. Until it commits, a settlement is
-// "pending": admission adds pending costs to what it reads (exact, see `unsettled`), and the
-// API's reads wait for the caller's platform (`awaitPlatform`), so a client never sees its own
-// call missing. Shutdown drains the queue.
+// rows, one UPDATE and one multi-row INSERT per budget, one statement per platform wallet.
+// Until it commits, a settlement is "pending": admission adds pending costs to what it reads
+// (exact, see `unsettled` and `submitted`), and the API's reads wait for the caller's platform
+// (`awaitPlatform`), so a client never sees its own call missing. Shutdown drains the queue.
 import type { SqlError } from "@effect/sql/SqlError"
 import { PgClient } from "@effect/sql-pg"
 import { BigDecimal, Cause, Chunk, Clock, Config, Deferred, Duration, Effect, Option, Queue, Schedule, type Tracer } from "effect"
@@ -244,13 +244,13 @@ export class Settlements extends Effect.Service<Settlements>()("gateway/Settleme
       )
     )
 
-    /** Queues a settlement; returns at once. */
     /** Everything ever queued here, by platform (wallet) and end user (budget): see `submitted`. */
     const queuedByPlatform = new Map<string, BigDecimal.BigDecimal>()
     const queuedByUser = new Map<string, BigDecimal.BigDecimal>()
     const add = (totals: Map<string, BigDecimal.BigDecimal>, key: string, amount: BigDecimal.BigDecimal) =>
       totals.set(key, BigDecimal.sum(totals.get(key) ?? ZERO, amount))
 
+    /** Queues a settlement; returns at once. */
     const submit = (settlement: Settlement) =>
       Effect.gen(function*() {
         add(queuedByPlatform, settlement.platformId, settlement.costUsd)
