@@ -3,7 +3,6 @@
 // Decisions (windows, settlement, headers, time source) are written down next to the code below.
 import { Config, Context, Data, Effect, Layer, Metric, Option, Redacted } from "effect"
 import type { ConfigError } from "effect/ConfigError"
-import { Redis } from "ioredis"
 import { createHash, randomBytes } from "node:crypto"
 import { rateLimiterErrors } from "./Metrics.js"
 
@@ -404,6 +403,8 @@ const makeRedis = (url: string, options: RedisLimiterOptions) =>
         try: async () => {
           // Bounded retries and a command timeout: a limiter call must not hang on a dead Redis.
           // Failures are handled per onRedisError (closed: 503, open: unlimited).
+          // Loaded only when REDIS_URL is set (the client is tens of MB of resident memory).
+          const { Redis } = await import("ioredis")
           const client = new Redis(url, {
             lazyConnect: true,
             maxRetriesPerRequest: 2,
