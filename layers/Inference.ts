@@ -15,7 +15,7 @@ import {
   PaymentRequired,
   ValidationError
 } from "../schemas/Errors.js"
-import { dec, sqlDec } from "../src/lib/Money.js"
+import { dec } from "../src/lib/Money.js"
 import { currentPeriodStart } from "../src/lib/Periods.js"
 import { AdmissionCache } from "./AdmissionCache.js"
 import { type AdmissionSnapshot, loadAdmissionSnapshot } from "./AdmissionSnapshot.js"
@@ -190,7 +190,7 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
           const pending = settlements.pendingOf(platformId)
           const snapshot = yield* loadAdmissionSnapshot(sql, keys.reveal, platformId, endUserId, model, pending.map((s) => s.id))
           const queued = unsettled(pending, snapshot.committed, endUserId)
-          return { snapshot, loadedAt, unsettled: { budget: queued.budget, wallet: queued.wallet }, totals }
+          return { snapshot, loadedAt, unsettled: queued, totals }
         })
         const load = Effect.gen(function*() {
           const entry = yield* read
@@ -268,7 +268,6 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
       Effect.gen(function*() {
         const caller = admitted.caller
         const cost = costOf(outcome.candidate, outcome.usage)
-        const billable = BigDecimal.greaterThan(cost, ZERO)
         const now = new Date(yield* Clock.currentTimeMillis)
         yield* Effect.annotateCurrentSpan({
           "gen_ai.operation.name": admitted.requestType === "response" ? "responses" : "chat",
@@ -303,17 +302,13 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
         // The log row's id is this settlement's identity: a retry after an unacknowledged COMMIT
         // finds it and applies nothing twice. The writes are queued (Settlements): the answer does
         // not wait for them.
-        const settlementId = randomUUID()
         yield* settlements.submit({
-          id: settlementId,
+          id: randomUUID(),
           platformId: caller.platformId,
           endUserId: caller._tag === "EndUserKey" ? caller.endUserId : null,
-          costUsd: billable ? cost : ZERO,
+          costUsd: cost,
           at: now,
           log: {
-            id: settlementId,
-            platform_id: caller.platformId,
-            end_user_id: caller._tag === "EndUserKey" ? caller.endUserId : null,
             request_type: admitted.requestType,
             provider_id: outcome.candidate.providerId,
             model_id: outcome.candidate.modelId,
@@ -323,13 +318,10 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
             completion_tokens: outcome.usage.completion_tokens,
             total_tokens: outcome.usage.total_tokens,
             latency_ms: Math.max(0, now.getTime() - admitted.startedAt),
-            estimated_cost_usd: sqlDec(cost),
             status: outcome.status,
             error_message: outcome.errorMessage,
             token_count_method: outcome.method,
-            billing_status: billable ? "billed" : "not_billed",
-            metadata: { request_id: admitted.requestId, stream: admitted.request.stream === true },
-            created_at: now.toISOString()
+            metadata: { request_id: admitted.requestId, stream: admitted.request.stream === true }
           },
           details,
           actor: actorOf(caller),

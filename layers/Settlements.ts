@@ -9,6 +9,7 @@ import type { SqlError } from "@effect/sql/SqlError"
 import { PgClient } from "@effect/sql-pg"
 import { BigDecimal, Cause, Chunk, Clock, Config, Deferred, Duration, Effect, Option, Queue, Schedule, type Tracer } from "effect"
 import type { PlatformSettings } from "../schemas/Platforms.js"
+import { sqlDec } from "../src/lib/Money.js"
 import { currentPeriodStart } from "../src/lib/Periods.js"
 import { isDatabaseOutage, isQueryCanceled } from "../src/lib/SqlErrors.js"
 import { type Actor, BudgetLedger, type BudgetRow } from "./BudgetLedger.js"
@@ -17,11 +18,11 @@ import { PlatformWallet } from "./PlatformWallet.js"
 
 type WalletSettings = NonNullable<PlatformSettings["end_user_wallet"]>
 
-/** An inference_logs row as written (JSON-ready). */
-export interface InferenceLogRow {
-  readonly id: string
-  readonly platform_id: string
-  readonly end_user_id: string | null
+/**
+ * What the log row says about the call itself; its id, tenant, time, cost and billing status
+ * come from the settlement.
+ */
+export interface CallRecord {
   readonly request_type: string
   readonly provider_id: string
   readonly model_id: string
@@ -31,13 +32,10 @@ export interface InferenceLogRow {
   readonly completion_tokens: number
   readonly total_tokens: number
   readonly latency_ms: number
-  readonly estimated_cost_usd: string
   readonly status: string
   readonly error_message: string | null
   readonly token_count_method: string
-  readonly billing_status: string
   readonly metadata: Record<string, unknown>
-  readonly created_at: string
 }
 
 /** A served call's settlement: its log row, what it debits, and whom. */
@@ -46,11 +44,11 @@ export interface Settlement {
   readonly id: string
   readonly platformId: string
   readonly endUserId: string | null
-  /** The billed cost, debited from the end user's budget and the platform wallet (zero: free). */
+  /** The call's cost, debited from the end user's budget and the platform wallet (zero: free). */
   readonly costUsd: BigDecimal.BigDecimal
   /** When the call was served: the rows carry this time. */
   readonly at: Date
-  readonly log: InferenceLogRow
+  readonly log: CallRecord
   /** Metadata of the budget and wallet ledger rows. */
   readonly details: Record<string, unknown>
   readonly actor: Actor
@@ -96,6 +94,16 @@ const groupBy = <A>(items: ReadonlyArray<A>, key: (a: A) => string): Array<[stri
   return [...groups].sort(([a], [b]) => a.localeCompare(b))
 }
 
+const logRowOf = (s: Settlement) => ({
+  ...s.log,
+  id: s.id,
+  platform_id: s.platformId,
+  end_user_id: s.endUserId,
+  estimated_cost_usd: sqlDec(s.costUsd),
+  billing_status: BigDecimal.greaterThan(s.costUsd, ZERO) ? "billed" : "not_billed",
+  created_at: s.at.toISOString()
+})
+
 const traced = (settlement: Settlement) => <A, E, R>(self: Effect.Effect<A, E, R>) =>
   Option.match(settlement.parent, { onNone: () => self, onSome: (span) => Effect.withParentSpan(self, span) })
 
@@ -123,7 +131,7 @@ export class Settlements extends Effect.Service<Settlements>()("gateway/Settleme
         SELECT x.id, x.platform_id, x.end_user_id, x.request_type, x.provider_id, x.model_id, x.model_slug,
           x.provider_model_id, x.prompt_tokens, x.completion_tokens, x.total_tokens, x.latency_ms, x.estimated_cost_usd,
           x.status, x.error_message, x.token_count_method, x.billing_status, x.metadata, x.created_at
-        FROM jsonb_to_recordset(${JSON.stringify(settlements.map((s) => s.log))}::jsonb) AS x(id uuid, platform_id uuid,
+        FROM jsonb_to_recordset(${JSON.stringify(settlements.map(logRowOf))}::jsonb) AS x(id uuid, platform_id uuid,
           end_user_id uuid, request_type text, provider_id uuid, model_id uuid, model_slug text, provider_model_id text,
           prompt_tokens int, completion_tokens int, total_tokens int, latency_ms int, estimated_cost_usd numeric,
           status text, error_message text, token_count_method text, billing_status text, metadata jsonb,
@@ -306,16 +314,12 @@ export const unsettled = (
   committed: ReadonlySet<string>,
   endUserId: string | null
 ) => {
-  let budget = BigDecimal.make(0n, 0)
-  let wallet = BigDecimal.make(0n, 0)
-  let ofUser = 0
+  let budget = ZERO
+  let wallet = ZERO
   for (const s of pending) {
     if (committed.has(s.id)) continue
     wallet = BigDecimal.sum(wallet, s.costUsd)
-    if (endUserId !== null && s.endUserId === endUserId) {
-      budget = BigDecimal.sum(budget, s.costUsd)
-      ofUser++
-    }
+    if (endUserId !== null && s.endUserId === endUserId) budget = BigDecimal.sum(budget, s.costUsd)
   }
-  return { budget, wallet, ofUser }
+  return { budget, wallet }
 }

@@ -31,8 +31,6 @@ export interface Gateway {
   readonly call: <T = any>(method: string, path: string, options?: CallOptions) => Promise<ApiResponse<T>>
   /** A second gateway instance on the same database (scale-out, restarts). */
   readonly startPeer: (env?: Record<string, string>) => Promise<Peer>
-  /** Waits until the settlements this instance has queued are written (before reading the database directly). */
-  readonly settled: () => Promise<void>
   readonly close: () => Promise<void>
 }
 
@@ -116,7 +114,6 @@ export const startGateway = async (options: StartOptions = {}): Promise<Gateway>
       peers.push(handle)
       return handle
     },
-    settled,
     close: async () => {
       for (const peer of peers) await peer.close()
       await main.runtime.dispose()

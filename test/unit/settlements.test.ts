@@ -47,9 +47,6 @@ const settlementOf = (platformId: string, endUserId: string, cost: string, at: D
   costUsd: usd(cost),
   at,
   log: {
-    id,
-    platform_id: platformId,
-    end_user_id: endUserId,
     request_type: "chat.completion",
     provider_id: randomUUID(),
     model_id: randomUUID(),
@@ -59,13 +56,10 @@ const settlementOf = (platformId: string, endUserId: string, cost: string, at: D
     completion_tokens: 1,
     total_tokens: 2,
     latency_ms: 1,
-    estimated_cost_usd: cost,
     status: "success",
     error_message: null,
     token_count_method: "reported",
-    billing_status: "billed",
-    metadata: {},
-    created_at: at.toISOString()
+    metadata: {}
   },
   details: { request_id: id },
   actor,
