@@ -3,12 +3,11 @@
 // but inference itself, it waits for the caller's queued settlements (Settlements), so reads
 // (budgets, wallet, logs) always include the caller's finished calls; a write drops the
 // platform's cached admission state (AdmissionCache) once it has answered.
-import { HttpApiMiddleware, HttpApiSecurity, HttpApp, HttpServerRequest } from "@effect/platform"
+import { HttpApiMiddleware, HttpApiSecurity, HttpServerRequest } from "@effect/platform"
 import { Effect, Layer, Schema } from "effect"
-import { Forbidden, Unauthorized } from "../../schemas/Errors.js"
 import { CurrentPrincipal, KeyAuth, type Principal } from "../../layers/KeyAuth.js"
-import { AdmissionCache } from "../../layers/AdmissionCache.js"
-import { Settlements } from "../../layers/Settlements.js"
+import { Forbidden, Unauthorized } from "../../schemas/Errors.js"
+import { makeReadYourWrites } from "./Consistency.js"
 
 /** Inference itself: admission counts queued settlements exactly, without waiting. */
 const INFERENCE_ROUTES = new Set(["/v1/chat/completions", "/v1/responses"])
@@ -23,18 +22,15 @@ export const AuthenticationLive = Layer.effect(
   Authentication,
   Effect.gen(function*() {
     const keyAuth = yield* KeyAuth
-    const settlements = yield* Settlements
-    const admissionCache = yield* AdmissionCache
-    /** Reads see the caller's finished calls; writes drop the cached admission state they change. */
-    const consistent = (principal: Principal, method: string, url: string) => {
-      if (method === "POST" && INFERENCE_ROUTES.has(url.split("?")[0]!)) return Effect.void
-      const platformId = principal._tag === "Admin" ? undefined : principal.platformId
-      const invalidate = method === "GET" || method === "HEAD"
+    const readYourWrites = yield* makeReadYourWrites
+    /** Inference counts queued settlements itself; every other route reads its own writes. */
+    const consistent = (principal: Principal, method: string, url: string) =>
+      method === "POST" && INFERENCE_ROUTES.has(url.split("?")[0]!)
         ? Effect.void
-        : HttpApp.appendPreResponseHandler((_request, response) => Effect.as(admissionCache.invalidate(platformId), response))
-      const settled = platformId === undefined ? settlements.awaitEverything() : settlements.awaitPlatform(platformId)
-      return Effect.zipRight(settled, invalidate)
-    }
+        : readYourWrites(
+          { platformId: principal._tag === "Admin" ? undefined : principal.platformId },
+          method !== "GET" && method !== "HEAD"
+        )
     return {
       // The raw header is read again so a malformed one (not "Bearer <key>") is told apart.
       bearer: () =>

@@ -2,7 +2,6 @@
 // MCP over streamable HTTP at /mcp/{app_slug}. End-user keys only; OpenAI-shaped errors.
 import {
   FileSystem,
-  HttpApp,
   HttpIncomingMessage,
   HttpRouter,
   HttpServer,
@@ -13,10 +12,9 @@ import { SqlError } from "@effect/sql/SqlError"
 import { Cause, Config, Effect, Layer, Option } from "effect"
 import { BadRequest, Forbidden, type NotFound, PayloadTooLarge, type Unauthorized, ValidationError } from "../../schemas/Errors.js"
 import type { EndUserPrincipal } from "../../layers/KeyAuth.js"
-import { AdmissionCache } from "../../layers/AdmissionCache.js"
-import { Settlements } from "../../layers/Settlements.js"
 import { KeyAuth } from "../../layers/KeyAuth.js"
 import { ToolHost } from "../../layers/ToolHost.js"
+import { makeReadYourWrites } from "../http/Consistency.js"
 import { drainingServerLayer } from "../http/DrainingServer.js"
 import { host } from "../http/Server.js"
 import { recordAddress } from "../Listeners.js"
@@ -59,11 +57,8 @@ const endUser = Effect.gen(function*() {
   }
   yield* Effect.annotateCurrentSpan("platform.id", principal.platformId)
   yield* Effect.annotateCurrentSpan("end_user.id", principal.endUserId)
-  // Tool calls debit the same budget: the user's queued inference settlements go first, and
-  // the platform's cached admission state is dropped once the call has answered.
-  yield* (yield* Settlements).awaitPlatform(principal.platformId, principal.endUserId)
-  const admissionCache = yield* AdmissionCache
-  yield* HttpApp.appendPreResponseHandler((_request, response) => Effect.as(admissionCache.invalidate(principal.platformId), response))
+  // Tool calls debit the same budget (MCP sends every message as a POST: all may write).
+  yield* (yield* makeReadYourWrites)({ platformId: principal.platformId, endUserId: principal.endUserId }, true)
   return principal satisfies EndUserPrincipal
 })
 
