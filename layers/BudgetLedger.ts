@@ -135,6 +135,15 @@ const noEndUser = new NotFound({ code: "not_found", message: "No such end user" 
 const remaining = (row: { readonly max_usd: string; readonly used_usd: string }) =>
   BigDecimal.subtract(dec(row.max_usd), dec(row.used_usd))
 
+/** The low-balance alert fires once, on the debit that takes remaining from above the threshold to or below it. */
+const crossesLowBalance = (before: BudgetRow, amount: BigDecimal.BigDecimal): boolean => {
+  if (before.low_balance_threshold === null || !before.low_balance_armed) return false
+  const threshold = dec(before.low_balance_threshold)
+  const remainingBefore = remaining(before)
+  return BigDecimal.greaterThan(remainingBefore, threshold) &&
+    BigDecimal.lessThanOrEqualTo(BigDecimal.subtract(remainingBefore, amount), threshold)
+}
+
 export class BudgetLedger extends Effect.Service<BudgetLedger>()("gateway/BudgetLedger", {
   effect: Effect.gen(function*() {
     const sql = yield* PgClient.PgClient
@@ -396,11 +405,7 @@ export class BudgetLedger extends Effect.Service<BudgetLedger>()("gateway/Budget
       at: Date
     ) =>
       Effect.gen(function*() {
-        const threshold = before.low_balance_threshold === null ? null : dec(before.low_balance_threshold)
-        const remainingBefore = remaining(before)
-        const remainingAfter = BigDecimal.subtract(remainingBefore, input.amount)
-        const crossed = threshold !== null && before.low_balance_armed &&
-          BigDecimal.greaterThan(remainingBefore, threshold) && BigDecimal.lessThanOrEqualTo(remainingAfter, threshold)
+        const crossed = crossesLowBalance(before, input.amount)
         const [after] = yield* sql<BudgetRow>`UPDATE budgets SET used_usd = used_usd + ${sqlDec(input.amount)},
             low_balance_armed = ${before.low_balance_armed && !crossed}, updated_at = ${at}
           WHERE id = ${before.id} RETURNING *`
@@ -438,7 +443,6 @@ export class BudgetLedger extends Effect.Service<BudgetLedger>()("gateway/Budget
       }>
     ) =>
       Effect.gen(function*() {
-        const threshold = before.low_balance_threshold === null ? null : dec(before.low_balance_threshold)
         const steps: Array<{ readonly before: BudgetRow; readonly after: BudgetRow; readonly id: string; readonly crossed: boolean; readonly item: typeof items[number] }> = []
         let row = before
         for (const item of items) {
@@ -447,9 +451,7 @@ export class BudgetLedger extends Effect.Service<BudgetLedger>()("gateway/Budget
             row = { ...row, used_display: usedDisplay }
             continue
           }
-          const remainingAfter = BigDecimal.subtract(remaining(row), item.amount)
-          const crossed = threshold !== null && row.low_balance_armed &&
-            BigDecimal.greaterThan(remaining(row), threshold) && BigDecimal.lessThanOrEqualTo(remainingAfter, threshold)
+          const crossed = crossesLowBalance(row, item.amount)
           const after: BudgetRow = {
             ...row,
             used_usd: BigDecimal.format(BigDecimal.sum(dec(row.used_usd), item.amount)),
