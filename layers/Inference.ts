@@ -16,6 +16,7 @@ import {
   ValidationError
 } from "../schemas/Errors.js"
 import { dec } from "../src/lib/Money.js"
+import { currentTraceparent } from "../src/lib/TraceParent.js"
 import { currentPeriodStart } from "../src/lib/Periods.js"
 import { AdmissionCache } from "./AdmissionCache.js"
 import { type AdmissionSnapshot, loadAdmissionSnapshot } from "./AdmissionSnapshot.js"
@@ -339,15 +340,13 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
 
     /** One upstream attempt's call; W3C traceparent names the attempt's span as the parent. */
     const callFor = (admitted: Admitted, candidate: Candidate) =>
-      Effect.map(Effect.option(Effect.currentSpan), (span) => ({
+      Effect.map(currentTraceparent, (traceparent) => ({
         baseUrl: candidate.baseUrl,
         apiKey: candidate.apiKey,
         providerModelId: candidate.providerModelId,
         request: admitted.request,
         timeoutMs: attemptTimeoutMs,
-        headers: span._tag === "Some"
-          ? { traceparent: `00-${span.value.traceId}-${span.value.spanId}-${span.value.sampled ? "01" : "00"}` }
-          : {}
+        headers: traceparent === null ? {} : { traceparent }
       }))
 
     /** Non-streaming: route with failover, settle with the reported usage. */

@@ -21,6 +21,7 @@ import {
 import { isUuid } from "../src/lib/Ids.js"
 import { offsetOf, paginate } from "../src/lib/Pagination.js"
 import { nextDelay, retryScheduleConfig } from "../src/lib/RetrySchedule.js"
+import { currentTraceparent } from "../src/lib/TraceParent.js"
 import { allowPrivateUrls, checkUrl, guardedLookup } from "../src/lib/SsrfGuard.js"
 import { Crypto } from "./Crypto.js"
 import { webhookDeliveries } from "./Metrics.js"
@@ -84,10 +85,6 @@ export const sign = (secret: string, webhookId: string, timestamp: number, body:
 }
 
 const newSecret = (): string => `whsec_${randomBytes(24).toString("base64")}`
-
-/** W3C `traceparent` naming a span as the parent of whatever receives it. */
-export const traceparentOf = (span: Tracer.AnySpan): string =>
-  `00-${span.traceId}-${span.spanId}-${span.sampled ? "01" : "00"}`
 
 /** The stored traceparent as a parent span; none when absent or malformed (the delivery starts a trace). */
 const parentFrom = (traceparent: string | null): Option.Option<Tracer.ExternalSpan> =>
@@ -204,7 +201,7 @@ export class WebhookOutbox extends Effect.Service<WebhookOutbox>()("gateway/Webh
         const envelope = buildEnvelope(eventType, data, createdAt)
         // This enqueue span (a child of the request's or the settlement's): every delivery attempt
         // of the event becomes its child, in that trace, whichever instance sends it.
-        const traceparent = Option.getOrNull(Option.map(yield* Effect.option(Effect.currentSpan), traceparentOf))
+        const traceparent = yield* currentTraceparent
         // Endpoints without a list get every type except the opt-in, high-volume debits.
         // The event row is written only when some endpoint wants it: most budget.debited events
         // (one per inference call) have no subscriber and cost one cheap read.
@@ -269,14 +266,14 @@ export class WebhookOutbox extends Effect.Service<WebhookOutbox>()("gateway/Webh
         const timestamp = Math.floor((yield* Clock.currentTimeMillis) / 1000)
         // The delivery span is the receiver's parent. Not signed: Standard Webhooks signs only
         // id, timestamp and body, and a receiver must not trust trace context for anything.
-        const span = yield* Effect.option(Effect.currentSpan)
+        const traceparent = yield* currentTraceparent
         const status = yield* post(url, {
           "content-type": "application/json",
           "user-agent": "model-gateway-webhooks/1",
           "webhook-id": row.webhook_id,
           "webhook-timestamp": String(timestamp),
           "webhook-signature": sign(secret, row.webhook_id, timestamp, body),
-          ...Option.match(span, { onNone: () => ({}), onSome: (s) => ({ traceparent: traceparentOf(s) }) })
+          ...(traceparent === null ? {} : { traceparent })
         }, body, allowPrivate)
         const ok = status >= 200 && status < 300
         return { httpStatus: status, error: ok ? null : `HTTP ${status}` }

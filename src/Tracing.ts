@@ -1,11 +1,13 @@
 // OpenTelemetry: spans and metrics go to OTEL_EXPORTER_OTLP_ENDPOINT (OTLP/HTTP, /v1/traces and
-// /v1/metrics) when it is set; off otherwise, and then the SDK (tens of MB) is not even loaded.
+// /v1/metrics) when it is set; off otherwise: then the SDK (tens of MB) is not even loaded and
+// spans are not made at all (they would go nowhere, and cost CPU on every call). A client's
+// traceparent still reaches upstreams and webhook receivers (src/lib/TraceParent.ts).
 import { Config, Effect, Layer, Option } from "effect"
 
 export const TracingLive = Layer.unwrapEffect(
   Effect.gen(function*() {
     const endpoint = yield* Config.option(Config.string("OTEL_EXPORTER_OTLP_ENDPOINT"))
-    if (Option.isNone(endpoint)) return Layer.empty
+    if (Option.isNone(endpoint)) return Layer.setTracerEnabled(false)
     const serviceName = yield* Config.string("OTEL_SERVICE_NAME").pipe(Config.withDefault("model-gateway"))
     const intervalMs = yield* Config.integer("OTEL_METRIC_EXPORT_INTERVAL").pipe(Config.withDefault(15_000))
     const base = endpoint.value.replace(/\/$/, "")

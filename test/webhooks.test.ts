@@ -53,7 +53,8 @@ let dataDir: string
 const receivers: Array<WebhookReceiver> = []
 
 beforeAll(async () => {
-  gw = await startGateway({ env })
+  // Effect's own tracer (no exporter): the traceparent tests below need recorded spans.
+  gw = await startGateway({ env, tracing: Layer.empty })
   dataDir = mkdtempSync(join(tmpdir(), "gateway-webhooks-test-"))
   outbox = makeOutbox(gw.db.url, dataDir)
   await outbox.runPromise(Effect.void)
