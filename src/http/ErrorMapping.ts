@@ -1,14 +1,7 @@
 // One place where framework failures become OpenAI-shaped errors: body checks before routing
 // (content type, size, JSON depth), decode errors, unknown routes, malformed JSON, and defects (no stack
 // traces leave the process; database outages answer 503).
-import {
-  FileSystem,
-  HttpApiBuilder,
-  HttpApiError,
-  HttpIncomingMessage,
-  HttpServerError,
-  HttpServerRequest
-} from "@effect/platform"
+import { HttpApiBuilder, HttpApiError, HttpServerError, HttpServerRequest } from "@effect/platform"
 import { SqlError } from "@effect/sql/SqlError"
 import { Cause, Effect, Option } from "effect"
 import {
@@ -24,6 +17,7 @@ import {
 import { RateLimiterUnavailable } from "../../layers/RateLimiter.js"
 import { isDatabaseOutage } from "../lib/SqlErrors.js"
 import { GatewayApi } from "./Api.js"
+import { readBodyText, withBodyText } from "./RequestBody.js"
 
 export const MAX_BODY_BYTES = 10 * 1024 * 1024
 /** Deepest nesting of arrays/objects a JSON body may have (DESIGN.md section 7). */
@@ -76,9 +70,6 @@ const fromFailure = (error: unknown): Option.Option<ApiError> => {
 const fromDefect = (defect: unknown): Option.Option<ApiError> => {
   if (defect instanceof HttpServerError.RequestError && defect.reason === "Decode") {
     const cause = defect.cause
-    if (cause instanceof Error && cause.message === "maxBytes exceeded") {
-      return Option.some(new PayloadTooLarge({ code: "payload_too_large", message: `Request body exceeds ${MAX_BODY_BYTES} bytes` }))
-    }
     return Option.some(new BadRequest({
       code: "invalid_json",
       message: `The request body is not valid JSON${cause instanceof Error ? `: ${cause.message}` : ""}`
@@ -96,14 +87,18 @@ const fromDefect = (defect: unknown): Option.Option<ApiError> => {
   return Option.none()
 }
 
-/** Checks that need no body parsing: the declared type and length of the body, its JSON depth. */
+const tooLarge = () => new PayloadTooLarge({ code: "payload_too_large", message: `Request body exceeds ${MAX_BODY_BYTES} bytes` })
+
+/**
+ * Checks before routing: the declared type and length of the body, its size and JSON depth.
+ * Returns the request with its body read (the handler's decode parses that text), or the
+ * request as it came when it has no body.
+ */
 const checkBody = Effect.gen(function*() {
   const request = yield* HttpServerRequest.HttpServerRequest
-  if (request.method !== "POST" && request.method !== "PUT" && request.method !== "PATCH") return
+  if (request.method !== "POST" && request.method !== "PUT" && request.method !== "PATCH") return request
   const length = Number(request.headers["content-length"] ?? "0")
-  if (length > MAX_BODY_BYTES) {
-    return yield* new PayloadTooLarge({ code: "payload_too_large", message: `Request body exceeds ${MAX_BODY_BYTES} bytes` })
-  }
+  if (length > MAX_BODY_BYTES) return yield* tooLarge()
   const contentType = request.headers["content-type"]
   const hasBody = length > 0 || request.headers["transfer-encoding"] !== undefined
   if (hasBody && contentType !== undefined && !contentType.toLowerCase().includes("application/json")) {
@@ -112,23 +107,20 @@ const checkBody = Effect.gen(function*() {
       message: `Content-Type must be application/json, got ${contentType}`
     })
   }
-  if (!hasBody) return
-  // A JSON body (declared or untyped): scan its nesting before anything parses it. The platform
-  // memoises request.text, so the handler's decode reuses this text rather than reading the
-  // socket again; a read error (e.g. over MAX_BODY_BYTES) dies and fromDefect maps it.
-  const text = yield* Effect.orDie(request.text)
+  if (!hasBody) return request
+  // A JSON body (declared or untyped): scan its nesting before anything parses it.
+  const text = yield* readBodyText(request, MAX_BODY_BYTES, tooLarge)
   if (exceedsJsonDepth(text, MAX_JSON_DEPTH)) {
     return yield* new BadRequest({
       code: "invalid_json",
       message: `The request body nests arrays/objects deeper than ${MAX_JSON_DEPTH} levels`
     })
   }
+  return withBodyText(request, text)
 })
 
 export const ErrorMappingLive = HttpApiBuilder.middleware(GatewayApi, (app) =>
-  // The server's default limit does not reach handler fibers: set it where the body is read
-  // (checkBody reads it first for the depth scan).
-  HttpIncomingMessage.withMaxBodySize(Effect.zipRight(checkBody, app), Option.some(FileSystem.Size(MAX_BODY_BYTES))).pipe(
+  Effect.flatMap(checkBody, (request) => Effect.provideService(app, HttpServerRequest.HttpServerRequest, request)).pipe(
     Effect.catchAllCause((cause): Effect.Effect<never, ApiError> => {
       const failure = Cause.failureOption<unknown>(cause)
       if (Option.isSome(failure)) {
