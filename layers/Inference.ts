@@ -16,7 +16,7 @@ import {
   ValidationError
 } from "../schemas/Errors.js"
 import { dec } from "../src/lib/Money.js"
-import { currentTraceparent } from "../src/lib/TraceParent.js"
+import { annotateCurrentSpan, currentTraceparent, withCallSpan } from "../src/lib/CurrentSpan.js"
 import { currentPeriodStart } from "../src/lib/Periods.js"
 import { AdmissionCache } from "./AdmissionCache.js"
 import { type AdmissionSnapshot, loadAdmissionSnapshot } from "./AdmissionSnapshot.js"
@@ -25,7 +25,7 @@ import { resolveLimits } from "./RateLimitSettings.js"
 import { actorOf, BudgetLedger, type BudgetRow } from "./BudgetLedger.js"
 import { DisplayLedger } from "./DisplayLedger.js"
 import type { EndUserPrincipal, PlatformPrincipal } from "./KeyAuth.js"
-import { costUsd, inferenceDuration, inferenceRequests, preflightRejections, tokensUsed } from "./Metrics.js"
+import { costUsd, inferenceDuration, inferenceRequests, preflightRejections, taggedBy, tokensUsed } from "./Metrics.js"
 import { type Candidate, orderCandidates, ProviderRouter } from "./ProviderRouter.js"
 import { Settlements, unsettled } from "./Settlements.js"
 import { RateLimiter, type RateLimitExceeded, type RateLimits, type RateLimitState } from "./RateLimiter.js"
@@ -69,8 +69,6 @@ export interface Outcome {
 }
 
 const ZERO = BigDecimal.make(0n, 0)
-/** Spans on every call: no stack capture (a new Error per span is a measurable share of the CPU). */
-const HOT = { captureStackTrace: false } as const
 const NO_LIMITS: RateLimits = { rpm: null, tpm: null, rpd: null }
 
 /** tokens x price per million tokens, exact. */
@@ -79,6 +77,12 @@ const perMillion = (tokens: number, usdPerMtok: BigDecimal.BigDecimal) =>
 
 const costOf = (candidate: Candidate, usage: Usage) =>
   BigDecimal.sum(perMillion(usage.prompt_tokens, candidate.inputUsdPerMtok), perMillion(usage.completion_tokens, candidate.outputUsdPerMtok))
+
+const requestsBy = taggedBy(inferenceRequests, "operation", "status")
+const durationBy = taggedBy(inferenceDuration, "operation")
+const tokensBy = taggedBy(tokensUsed, "gen_ai.token.type", "gen_ai.request.model")
+const costBy = taggedBy(costUsd, "gen_ai.request.model")
+const rejectionsBy = taggedBy(preflightRejections, "code")
 
 const maxBy = (values: ReadonlyArray<BigDecimal.BigDecimal>) =>
   values.reduce((a, b) => BigDecimal.max(a, b), ZERO)
@@ -115,7 +119,7 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
           })
         }
         return maxTokens
-      }).pipe(Effect.withSpan("preflight.model", HOT))
+      }).pipe(withCallSpan("preflight.model"))
 
     /**
      * Check 2: the end user's limits (their override, else the platform default, else none). A
@@ -127,7 +131,7 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
         const effective = resolveLimits(snapshot.override, snapshot.settings.default_rate_limits)
         const limits: RateLimits = { rpm: effective.rpm_limit, tpm: effective.tpm_limit, rpd: effective.rpd_limit }
         return { limits, rateLimit: yield* limiter.admit(caller.endUserId, limits, promptEstimate) }
-      }).pipe(Effect.withSpan("preflight.rate_limit", HOT))
+      }).pipe(withCallSpan("preflight.rate_limit"))
 
     /** Check 3: the live, active budget (after a due period reset) is not suspended. */
     const checkSuspension = (caller: Caller, snapshot: AdmissionSnapshot) =>
@@ -143,7 +147,7 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
           return yield* new PaymentRequired({ code: "budget_suspended", param: "budget", message: "The budget is suspended" })
         }
         return current
-      }).pipe(Effect.withSpan("preflight.suspension", HOT))
+      }).pipe(withCallSpan("preflight.suspension"))
 
     /** Check 4: remaining > 0 on the USD ledger (open capability holds count), then on the display ledger. */
     const checkBudget = (budget: BudgetRow | null, snapshot: AdmissionSnapshot) =>
@@ -156,7 +160,7 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
         if (display.exhausted(budget, snapshot.settings.end_user_wallet ?? null)) {
           return yield* new PaymentRequired({ code: "budget_exhausted", param: "display_ledger", message: "The display balance is exhausted" })
         }
-      }).pipe(Effect.withSpan("preflight.budget", HOT))
+      }).pipe(withCallSpan("preflight.budget"))
 
     /** Check 5: the platform wallet covers the estimate (priced at the dearest candidate). */
     const checkWallet = (snapshot: AdmissionSnapshot, promptEstimate: number, maxTokens: number | undefined) =>
@@ -172,7 +176,7 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
             message: `The platform wallet cannot cover the estimated cost (${BigDecimal.format(estimate)} USD)`
           })
         }
-      }).pipe(Effect.withSpan("preflight.wallet", HOT))
+      }).pipe(withCallSpan("preflight.wallet"))
 
     /**
      * What admission reads, with this instance's queued settlements applied: the snapshot tells
@@ -240,27 +244,24 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
         return admitted
       }).pipe(
         Effect.tapError((e) =>
-          Metric.increment(Metric.tagged(preflightRejections, "code", "code" in e ? e.code : "rate_limit_exceeded"))),
-        Effect.withSpan("Inference.admit", {
-          ...HOT,
-          attributes: {
-            "gen_ai.operation.name": requestType === "response" ? "responses" : "chat",
-            "gen_ai.request.model": request.model,
-            "platform.id": caller.platformId,
-            ...(caller._tag === "EndUserKey" ? { "end_user.id": caller.endUserId } : {})
-          }
-        })
+          Metric.increment(rejectionsBy("code" in e ? e.code : "rate_limit_exceeded"))),
+        withCallSpan("Inference.admit", () => ({
+          "gen_ai.operation.name": requestType === "response" ? "responses" : "chat",
+          "gen_ai.request.model": request.model,
+          "platform.id": caller.platformId,
+          ...(caller._tag === "EndUserKey" ? { "end_user.id": caller.endUserId } : {})
+        }))
       )
 
     const recordMetrics = (admitted: Admitted, outcome: Outcome, cost: BigDecimal.BigDecimal, durationMs: number) => {
       const operation = admitted.requestType === "response" ? "responses" : "chat"
       const model = admitted.request.model
       return Effect.all([
-        Metric.increment(Metric.tagged(Metric.tagged(inferenceRequests, "operation", operation), "status", outcome.status)),
-        Metric.update(Metric.tagged(inferenceDuration, "operation", operation), durationMs),
-        Metric.incrementBy(Metric.tagged(Metric.tagged(tokensUsed, "gen_ai.token.type", "input"), "gen_ai.request.model", model), outcome.usage.prompt_tokens),
-        Metric.incrementBy(Metric.tagged(Metric.tagged(tokensUsed, "gen_ai.token.type", "output"), "gen_ai.request.model", model), outcome.usage.completion_tokens),
-        Metric.incrementBy(Metric.tagged(costUsd, "gen_ai.request.model", model), BigDecimal.unsafeToNumber(cost))
+        Metric.increment(requestsBy(operation, outcome.status)),
+        Metric.update(durationBy(operation), durationMs),
+        Metric.incrementBy(tokensBy("input", model), outcome.usage.prompt_tokens),
+        Metric.incrementBy(tokensBy("output", model), outcome.usage.completion_tokens),
+        Metric.incrementBy(costBy(model), BigDecimal.unsafeToNumber(cost))
       ], { discard: true })
     }
 
@@ -270,7 +271,7 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
         const caller = admitted.caller
         const cost = costOf(outcome.candidate, outcome.usage)
         const now = new Date(yield* Clock.currentTimeMillis)
-        yield* Effect.annotateCurrentSpan({
+        yield* annotateCurrentSpan({
           "gen_ai.operation.name": admitted.requestType === "response" ? "responses" : "chat",
           "gen_ai.request.model": admitted.request.model,
           "gen_ai.response.model": outcome.candidate.providerModelId,
@@ -335,7 +336,7 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
       }).pipe(
         Effect.catchAllCause((cause) => Effect.logError("settlement failed", cause)),
         Effect.uninterruptible,
-        Effect.withSpan("Inference.settle", HOT)
+        withCallSpan("Inference.settle")
       )
 
     /** One upstream attempt's call; W3C traceparent names the attempt's span as the parent. */

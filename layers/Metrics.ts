@@ -3,6 +3,24 @@
 // code, webhook delivery outcomes, tool calls.
 import { Metric, MetricBoundaries } from "effect"
 
+/**
+ * The metric tagged with `names` = the given values, made once per combination of values: a
+ * freshly tagged metric builds and hashes its key again on every update, a measurable share of
+ * a call's CPU. For tags of bounded cardinality (operations, statuses, catalog models).
+ */
+export const taggedBy = <Type, In, Out>(metric: Metric.Metric<Type, In, Out>, ...names: ReadonlyArray<string>) => {
+  const made = new Map<string, Metric.Metric<Type, In, Out>>()
+  return (...values: ReadonlyArray<string>): Metric.Metric<Type, In, Out> => {
+    const key = values.join("\u0000")
+    let tagged = made.get(key)
+    if (tagged === undefined) {
+      tagged = names.reduce((m, name, i) => Metric.tagged(m, name, values[i] ?? ""), metric)
+      made.set(key, tagged)
+    }
+    return tagged
+  }
+}
+
 /** Inference calls settled, tagged `operation` (chat|responses) and `status` (success|interrupted|error). */
 export const inferenceRequests = Metric.counter("gateway.inference.requests", {
   description: "Settled inference calls",

@@ -5,6 +5,7 @@
 import { BigDecimal, Effect } from "effect"
 import { BadGateway, GatewayTimeout } from "../schemas/Errors.js"
 import type { ProviderKind, UpstreamError } from "./upstream/Upstream.js"
+import { withCallSpan } from "../src/lib/CurrentSpan.js"
 
 export interface Candidate {
   readonly modelId: string
@@ -58,10 +59,10 @@ export class ProviderRouter extends Effect.Service<ProviderRouter>()("gateway/Pr
         let last: UpstreamError | undefined
         for (const candidate of ordered) {
           const result = yield* Effect.either(attempt(candidate).pipe(
-            Effect.withSpan("ProviderRouter.attempt", {
-              captureStackTrace: false,
-              attributes: { "gen_ai.provider.name": candidate.providerSlug, "gen_ai.request.model": candidate.providerModelId }
-            })
+            withCallSpan("ProviderRouter.attempt", () => ({
+              "gen_ai.provider.name": candidate.providerSlug,
+              "gen_ai.request.model": candidate.providerModelId
+            }))
           ))
           if (result._tag === "Right") return { value: result.right, candidate }
           last = result.left

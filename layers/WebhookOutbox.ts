@@ -21,7 +21,7 @@ import {
 import { isUuid } from "../src/lib/Ids.js"
 import { offsetOf, paginate } from "../src/lib/Pagination.js"
 import { nextDelay, retryScheduleConfig } from "../src/lib/RetrySchedule.js"
-import { currentTraceparent } from "../src/lib/TraceParent.js"
+import { annotateCurrentSpan, currentTraceparent } from "../src/lib/CurrentSpan.js"
 import { allowPrivateUrls, checkUrl, guardedLookup } from "../src/lib/SsrfGuard.js"
 import { Crypto } from "./Crypto.js"
 import { webhookDeliveries } from "./Metrics.js"
@@ -310,8 +310,8 @@ export class WebhookOutbox extends Effect.Service<WebhookOutbox>()("gateway/Webh
     const deliver = (row: ClaimedRow) =>
       Effect.gen(function*() {
         const outcome = yield* send(row)
-        if (outcome.httpStatus !== null) yield* Effect.annotateCurrentSpan("http.response.status_code", outcome.httpStatus)
-        yield* Effect.annotateCurrentSpan("webhook.outcome", yield* complete(row, outcome))
+        if (outcome.httpStatus !== null) yield* annotateCurrentSpan({ "http.response.status_code": outcome.httpStatus })
+        yield* annotateCurrentSpan({ "webhook.outcome": yield* complete(row, outcome) })
       }).pipe(
         Effect.withSpan("WebhookOutbox.deliver", {
           kind: "client",

@@ -52,7 +52,7 @@ it("sends no traceparent upstream when the client sent none", async () => {
 
 it("names the nearest recorded span, skipping no-op ones, or nothing", async () => {
   const { Effect, Tracer } = await import("effect")
-  const { currentTraceparent } = await import("../src/lib/TraceParent.js")
+  const { currentTraceparent } = await import("../src/lib/CurrentSpan.js")
   const client = Tracer.externalSpan({ traceId: "4bf92f3577b34da6a3ce929d0e0e4736", spanId: "00f067aa0ba902b7", sampled: true })
   const nested = currentTraceparent.pipe(Effect.withSpan("inner"), Effect.withSpan("outer"))
   // Tracing off: the spans are no-ops, the external parent's ids travel.
@@ -63,4 +63,18 @@ it("names the nearest recorded span, skipping no-op ones, or nothing", async () 
   const on = await Effect.runPromise(nested.pipe(Effect.withParentSpan(client)))
   expect(on).toMatch(/^00-4bf92f3577b34da6a3ce929d0e0e4736-[0-9a-f]{16}-01$/)
   expect(on).not.toContain("00f067aa0ba902b7")
+})
+
+it("makes per-call spans only when tracing is on, and annotates only recorded spans", async () => {
+  const { Effect, Option } = await import("effect")
+  const { annotateCurrentSpan, withCallSpan } = await import("../src/lib/CurrentSpan.js")
+  const inner = Effect.gen(function*() {
+    yield* annotateCurrentSpan({ "gen_ai.request.model": "m" })
+    return Option.getOrNull(yield* Effect.option(Effect.currentSpan))
+  }).pipe(withCallSpan("call", () => ({ "platform.id": "p" })))
+  const on = await Effect.runPromise(inner)
+  expect(on?.name).toBe("call")
+  expect(on?._tag === "Span" && Object.fromEntries(on.attributes)).toEqual({ "platform.id": "p", "gen_ai.request.model": "m" })
+  // Off: no span at all (not even a no-op one), and the annotation is silently dropped.
+  expect(await Effect.runPromise(inner.pipe(Effect.withTracerEnabled(false)))).toBeNull()
 })

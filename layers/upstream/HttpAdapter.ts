@@ -5,6 +5,7 @@ import type { ChatCompletion } from "../../schemas/Chat.js"
 import { type PostRequest, postJson, postStream } from "./Http.js"
 import { initialMeta, parseSse, type SseEvent, type Step, type StreamMeta, untilDone } from "./Sse.js"
 import type { UpstreamAdapter, UpstreamCall, UpstreamError } from "./Upstream.js"
+import { withCallSpan } from "../../src/lib/CurrentSpan.js"
 
 export interface HttpAdapterSpec<W> {
   /** Span name part: `Upstream.<kind>.complete|stream`. */
@@ -18,7 +19,7 @@ export interface HttpAdapterSpec<W> {
 
 export const httpAdapter = <W>(spec: HttpAdapterSpec<W>): UpstreamAdapter => {
   const span = (name: string, call: UpstreamCall) =>
-    Effect.withSpan(`Upstream.${spec.kind}.${name}`, { captureStackTrace: false, attributes: { "upstream.model": call.providerModelId } })
+    withCallSpan(`Upstream.${spec.kind}.${name}`, () => ({ "upstream.model": call.providerModelId }))
   return {
     complete: (call) =>
       postJson(spec.post(call, false)).pipe(

@@ -8,6 +8,7 @@ import { Effect, Layer, Schema } from "effect"
 import { CurrentPrincipal, KeyAuth, type Principal } from "../../layers/KeyAuth.js"
 import { Forbidden, Unauthorized } from "../../schemas/Errors.js"
 import { makeReadYourWrites } from "./Consistency.js"
+import { annotateCurrentSpan } from "../lib/CurrentSpan.js"
 
 /** Inference itself: admission counts queued settlements exactly, without waiting. */
 const INFERENCE_ROUTES = new Set(["/v1/chat/completions", "/v1/responses"])
@@ -38,8 +39,8 @@ export const AuthenticationLive = Layer.effect(
           const request = yield* HttpServerRequest.HttpServerRequest
           const principal = yield* keyAuth.authenticate(request.headers.authorization)
           if (principal._tag !== "Admin") {
-            yield* Effect.annotateCurrentSpan("platform.id", principal.platformId)
-            if (principal._tag === "EndUserKey") yield* Effect.annotateCurrentSpan("end_user.id", principal.endUserId)
+            yield* annotateCurrentSpan({ "platform.id": principal.platformId })
+            if (principal._tag === "EndUserKey") yield* annotateCurrentSpan({ "end_user.id": principal.endUserId })
           }
           yield* consistent(principal, request.method, request.url)
           return principal

@@ -38,6 +38,12 @@ export const withBodyText = (
   request: HttpServerRequest.HttpServerRequest,
   text: string
 ): HttpServerRequest.HttpServerRequest => {
+  // The Node request memoises its text in `textEffect`: filling it is the cheap way (a wrapper
+  // object below costs a property lookup miss on every later access).
+  if ("textEffect" in request) {
+    ;(request as { textEffect: unknown }).textEffect = Effect.succeed(text)
+    return request
+  }
   const wrapped: HttpServerRequest.HttpServerRequest = Object.create(request)
   return Object.defineProperties(wrapped, {
     text: { value: Effect.succeed(text) },

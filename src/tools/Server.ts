@@ -20,6 +20,7 @@ import { host } from "../http/Server.js"
 import { recordAddress } from "../Listeners.js"
 import { isDatabaseOutage } from "../lib/SqlErrors.js"
 import { mcpPublicUrl } from "../Listeners.js"
+import { annotateCurrentSpan } from "../lib/CurrentSpan.js"
 
 /** MCP messages are small; the SDK's own default bound. */
 const MAX_MCP_BODY_BYTES = 4 * 1024 * 1024
@@ -55,8 +56,8 @@ const endUser = Effect.gen(function*() {
   if (principal._tag !== "EndUserKey") {
     return yield* new Forbidden({ code: "forbidden", message: "The tool service needs an end-user (sk-eu_) key" })
   }
-  yield* Effect.annotateCurrentSpan("platform.id", principal.platformId)
-  yield* Effect.annotateCurrentSpan("end_user.id", principal.endUserId)
+  yield* annotateCurrentSpan({ "platform.id": principal.platformId })
+  yield* annotateCurrentSpan({ "end_user.id": principal.endUserId })
   // Tool calls debit the same budget (MCP sends every message as a POST: all may write).
   yield* (yield* makeReadYourWrites)({ platformId: principal.platformId, endUserId: principal.endUserId }, true)
   return principal satisfies EndUserPrincipal
@@ -85,7 +86,7 @@ const authorize = Effect.gen(function*() {
 const callback = Effect.gen(function*() {
   // The query carries the authorization code and state: the server span keeps the path only.
   const request = yield* HttpServerRequest.HttpServerRequest
-  yield* Effect.annotateCurrentSpan({
+  yield* annotateCurrentSpan({
     "url.full": `http://${request.headers.host ?? "localhost"}${request.url.split("?")[0]}`,
     "url.query": "[redacted]"
   })

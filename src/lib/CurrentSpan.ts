@@ -1,0 +1,44 @@
+// The current span when tracing may be off (no exporter configured: every span is a no-op).
+// - W3C traceparent for what the gateway calls (upstreams, webhook receivers): with tracing off
+//   the caller's own traceparent, the no-op spans' external parent, travels on unchanged, so a
+//   client's trace still reaches the upstream.
+// - Annotations: Effect's annotateCurrentSpan builds an Error (stack included) whenever the span
+//   is a no-op, about 3% of a call's CPU with tracing off; this one does nothing then.
+import { Effect, FiberRef, Option, Tracer } from "effect"
+
+/** The span whose ids a callee should see: the nearest recorded (or external) span. */
+const propagated = (span: Tracer.AnySpan): Option.Option<Tracer.AnySpan> =>
+  span._tag === "Span" && span.spanId === "noop" ? Option.flatMap(span.parent, propagated) : Option.some(span)
+
+/** `traceparent` naming a span as the parent of whatever receives it. */
+export const traceparentOf = (span: Tracer.AnySpan): string | null =>
+  Option.match(propagated(span), {
+    onNone: () => null,
+    onSome: (s) => `00-${s.traceId}-${s.spanId}-${s.sampled ? "01" : "00"}`
+  })
+
+/** The current span's traceparent; null outside any trace. */
+export const currentTraceparent: Effect.Effect<string | null> = Effect.map(
+  Effect.option(Effect.currentSpan),
+  Option.match({ onNone: () => null, onSome: traceparentOf })
+)
+
+/** Adds attributes to the current span; nothing when there is none or it is a no-op. */
+export const annotateCurrentSpan = (attributes: Record<string, unknown>): Effect.Effect<void> =>
+  Effect.map(Effect.serviceOption(Tracer.ParentSpan), (span) => {
+    if (span._tag === "None" || span.value._tag !== "Span" || span.value.spanId === "noop") return
+    for (const key in attributes) span.value.attribute(key, attributes[key])
+  })
+
+/**
+ * Effect.withSpan for the per-call path: skipped outright when tracing is off (even a no-op span
+ * copies the fiber's whole context and updates its FiberRefs), and no stack capture (a new Error
+ * per span). Attributes are computed only when the span is made.
+ */
+export const withCallSpan = (name: string, attributes?: () => Record<string, unknown>) =>
+<A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+  Effect.withFiberRuntime<A, E, R>((fiber) =>
+    fiber.getFiberRef(FiberRef.currentTracerEnabled)
+      ? Effect.withSpan(self, name, { captureStackTrace: false, ...(attributes === undefined ? {} : { attributes: attributes() }) })
+      : self
+  )
