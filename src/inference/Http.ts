@@ -1,6 +1,6 @@
 // Handlers of the runtime endpoints: thin; the pipeline lives in the Inference layer.
 import { HttpApiBuilder, HttpApp, HttpServerResponse } from "@effect/platform"
-import { Effect, Stream } from "effect"
+import { Effect, Schema, Stream } from "effect"
 import { DisplayLedger } from "../../layers/DisplayLedger.js"
 import { Inference } from "../../layers/Inference.js"
 import { CurrentPrincipal } from "../../layers/KeyAuth.js"
@@ -8,7 +8,7 @@ import { ModelCatalog } from "../../layers/ModelCatalog.js"
 import { RateLimitSettings } from "../../layers/RateLimitSettings.js"
 import type { RateLimitExceeded, RateLimitState } from "../../layers/RateLimiter.js"
 import { Responses } from "../../layers/Responses.js"
-import type { ChatRequest } from "../../schemas/Chat.js"
+import { ChatCompletion, type ChatRequest } from "../../schemas/Chat.js"
 import { Forbidden, RateLimited, ValidationError } from "../../schemas/Errors.js"
 import { requireEndUser } from "../http/Access.js"
 import { GatewayApi } from "../http/Api.js"
@@ -54,6 +54,12 @@ const rateLimited = (e: RateLimitExceeded) =>
     })))
   )
 
+/**
+ * The answer encoded here, synchronously, as the endpoint's success schema would: the same
+ * fields in the same order, without the effectful encoder's per-field Effect steps.
+ */
+const encodeCompletion = Schema.encodeSync(ChatCompletion)
+
 const sseHeaders = { "cache-control": "no-cache", "x-accel-buffering": "no" }
 
 export const InferenceLive = HttpApiBuilder.group(GatewayApi, "inference", (handlers) =>
@@ -96,7 +102,7 @@ export const InferenceLive = HttpApiBuilder.group(GatewayApi, "inference", (hand
             Effect.catchTag("RateLimitExceeded", rateLimited)
           )
           yield* withHeaders(rateLimitHeaders(admitted.rateLimit))
-          if (payload.stream !== true) return yield* inference.complete(admitted)
+          if (payload.stream !== true) return HttpServerResponse.unsafeJson(encodeCompletion(yield* inference.complete(admitted)))
           const { chunks, dropped } = yield* inference.stream(admitted)
           const sse = chunks.pipe(
             Stream.map((chunk) => `data: ${JSON.stringify(chunk)}\n\n`),
