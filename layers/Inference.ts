@@ -16,7 +16,7 @@ import {
   ValidationError
 } from "../schemas/Errors.js"
 import { dec } from "../src/lib/Money.js"
-import { annotateCurrentSpan, currentTraceparent, withCallSpan } from "../src/lib/CurrentSpan.js"
+import { annotateCurrentSpan, currentSpan, currentTraceparent, withCallSpan } from "../src/lib/CurrentSpan.js"
 import { currentPeriodStart } from "../src/lib/Periods.js"
 import { AdmissionCache } from "./AdmissionCache.js"
 import { type AdmissionSnapshot, loadAdmissionSnapshot } from "./AdmissionSnapshot.js"
@@ -287,7 +287,7 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
         // The first content as a span event at the moment it arrived (streams only).
         if (outcome.timeToFirstTokenMs !== undefined) {
           const at = BigInt(admitted.startedAt + outcome.timeToFirstTokenMs) * 1_000_000n
-          yield* Effect.option(Effect.currentSpan).pipe(
+          yield* currentSpan.pipe(
             Effect.map((span) => span._tag === "Some" && span.value.event("gen_ai.first_token", at, { "gen_ai.server.time_to_first_token_ms": outcome.timeToFirstTokenMs ?? 0 }))
           )
         }
@@ -328,7 +328,7 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
           details,
           actor: actorOf(caller),
           displaySettings: admitted.displaySettings,
-          parent: yield* Effect.option(Effect.currentSpan)
+          parent: yield* currentSpan
         })
         if (caller._tag === "EndUserKey") {
           yield* limiter.settle(caller.endUserId, admitted.limits, admitted.promptEstimate, outcome.usage.total_tokens)

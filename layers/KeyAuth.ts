@@ -8,10 +8,11 @@ import { randomUUID, timingSafeEqual } from "node:crypto"
 import { Forbidden, Unauthorized } from "../schemas/Errors.js"
 import { AdminKey } from "./AdminKey.js"
 import { hashKey } from "./KeyFormat.js"
-import { authLookups } from "./Metrics.js"
+import { authLookups, taggedBy } from "./Metrics.js"
 
-const fromCache = Metric.tagged(authLookups, "source", "cache")
-const fromDatabase = Metric.tagged(authLookups, "source", "database")
+const lookupsBy = taggedBy(authLookups, "source")
+const fromCache = lookupsBy("cache")
+const fromDatabase = lookupsBy("database")
 
 export interface AdminPrincipal {
   readonly _tag: "Admin"

@@ -1,50 +1,54 @@
 // Gateway metrics (Effect Metric, exported over OTLP with the traces when
 // OTEL_EXPORTER_OTLP_ENDPOINT is set): requests, latency, tokens, cost, pre-flight rejections by
 // code, webhook delivery outcomes, tool calls.
-import { Metric, MetricBoundaries } from "effect"
+import { Metric, MetricBoundaries, MetricKey, type MetricKeyType, MetricLabel } from "effect"
 
 /**
- * The metric tagged with `names` = the given values, made once per combination of values: a
- * freshly tagged metric builds and hashes its key again on every update, a measurable share of
- * a call's CPU. For tags of bounded cardinality (operations, statuses, catalog models).
+ * The metric with tags `names` = the given values, made once per combination of values. Effect's
+ * Metric.tagged builds a new key (and hashes its description) on every single update; this one
+ * is a metric of its own, pre-keyed, whose registry entry is looked up once. For tags of bounded
+ * cardinality (operations, statuses, catalog models).
  */
-export const taggedBy = <Type, In, Out>(metric: Metric.Metric<Type, In, Out>, ...names: ReadonlyArray<string>) => {
-  const made = new Map<string, Metric.Metric<Type, In, Out>>()
-  return (...values: ReadonlyArray<string>): Metric.Metric<Type, In, Out> => {
-    const key = values.join("\u0000")
-    let tagged = made.get(key)
-    if (tagged === undefined) {
-      tagged = names.reduce((m, name, i) => Metric.tagged(m, name, values[i] ?? ""), metric)
-      made.set(key, tagged)
+export const taggedBy = <Type extends MetricKeyType.MetricKeyType<any, any>>(
+  key: MetricKey.MetricKey<Type>,
+  ...names: ReadonlyArray<string>
+) => {
+  const made = new Map<string, Metric.Metric<Type, MetricKeyType.MetricKeyType.InType<Type>, MetricKeyType.MetricKeyType.OutType<Type>>>()
+  return (...values: ReadonlyArray<string>) => {
+    const id = values.join("\u0000")
+    let metric = made.get(id)
+    if (metric === undefined) {
+      metric = Metric.fromMetricKey(MetricKey.taggedWithLabels(key, names.map((name, i) => MetricLabel.make(name, values[i] ?? ""))))
+      made.set(id, metric)
     }
-    return tagged
+    return metric
   }
 }
 
 /** Inference calls settled, tagged `operation` (chat|responses) and `status` (success|interrupted|error). */
-export const inferenceRequests = Metric.counter("gateway.inference.requests", {
+export const inferenceRequests = MetricKey.counter("gateway.inference.requests", {
   description: "Settled inference calls",
   incremental: true
 })
 
 /** Admission to settlement, in milliseconds. */
-export const inferenceDuration = Metric.histogram(
+export const inferenceDuration = MetricKey.histogram(
   "gateway.inference.duration_ms",
   MetricBoundaries.exponential({ start: 1, factor: 2, count: 16 }),
   "Inference call duration from admission to settlement (ms)"
 )
 
 /** Tokens billed, tagged `gen_ai.token.type` (input|output) and `gen_ai.request.model`. */
-export const tokensUsed = Metric.counter("gen_ai.client.token.usage", {
+export const tokensUsed = MetricKey.counter("gen_ai.client.token.usage", {
   description: "Tokens of settled calls",
   incremental: true
 })
 
 /** USD cost of settled calls (exact in the ledger; a float here, for dashboards). */
-export const costUsd = Metric.counter("gateway.cost_usd", { description: "USD cost of settled calls" })
+export const costUsd = MetricKey.counter("gateway.cost_usd", { description: "USD cost of settled calls" })
 
 /** Pre-flight refusals, tagged `code` (model_not_found, rate_limit_exceeded, budget_suspended, ...). */
-export const preflightRejections = Metric.counter("gateway.preflight.rejections", {
+export const preflightRejections = MetricKey.counter("gateway.preflight.rejections", {
   description: "Inference calls refused before any upstream call",
   incremental: true
 })
@@ -62,7 +66,7 @@ export const rateLimiterErrors = Metric.counter("gateway.ratelimiter.errors", {
 })
 
 /** API key resolutions, tagged `source`: `cache` (no database read) or `database`. */
-export const authLookups = Metric.counter("gateway.auth.lookups", {
+export const authLookups = MetricKey.counter("gateway.auth.lookups", {
   description: "API key resolutions by source (cache or database)",
   incremental: true
 })

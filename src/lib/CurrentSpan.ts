@@ -17,16 +17,25 @@ export const traceparentOf = (span: Tracer.AnySpan): string | null =>
     onSome: (s) => `00-${s.traceId}-${s.spanId}-${s.sampled ? "01" : "00"}`
   })
 
+/**
+ * The current span, if any. Effect.currentSpan fails (an Error, stack included) when there is
+ * none, the common case with tracing off; this reads the context.
+ */
+export const currentSpan: Effect.Effect<Option.Option<Tracer.Span>> = Effect.map(
+  Effect.serviceOption(Tracer.ParentSpan),
+  Option.filter((span): span is Tracer.Span => span._tag === "Span")
+)
+
 /** The current span's traceparent; null outside any trace. */
 export const currentTraceparent: Effect.Effect<string | null> = Effect.map(
-  Effect.option(Effect.currentSpan),
+  Effect.serviceOption(Tracer.ParentSpan),
   Option.match({ onNone: () => null, onSome: traceparentOf })
 )
 
 /** Adds attributes to the current span; nothing when there is none or it is a no-op. */
 export const annotateCurrentSpan = (attributes: Record<string, unknown>): Effect.Effect<void> =>
-  Effect.map(Effect.serviceOption(Tracer.ParentSpan), (span) => {
-    if (span._tag === "None" || span.value._tag !== "Span" || span.value.spanId === "noop") return
+  Effect.map(currentSpan, (span) => {
+    if (span._tag === "None" || span.value.spanId === "noop") return
     for (const key in attributes) span.value.attribute(key, attributes[key])
   })
 
