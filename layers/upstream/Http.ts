@@ -126,10 +126,13 @@ export const postStream = (req: PostRequest): Effect.Effect<Stream.Stream<Uint8A
   })
 
 // A Node readable: ending the stream early destroys it at once (an async iterator's return()
-// would wait for the pending read, i.e. for the upstream's next bytes).
+// would wait for the pending read, i.e. for the upstream's next bytes). A body read to its end
+// needs no abort (which would build an AbortError and an undici error, stacks included).
 const bodyStream = (response: Response, controller: AbortController) =>
   NodeStream.fromReadable<UpstreamError, Uint8Array>(() => response.body, (e) => connectError(e, "stream")).pipe(
-    Stream.ensuring(Effect.sync(() => controller.abort()))
+    Stream.ensuring(Effect.sync(() => {
+      if (!response.body.readableEnded) controller.abort()
+    }))
   )
 
 /** Decodes a JSON text with a wire schema; any mismatch is a (non-retryable) protocol error. */

@@ -17,6 +17,28 @@ export interface HttpAdapterSpec<W> {
   readonly translator: (meta: StreamMeta) => (event: SseEvent) => Effect.Effect<Step, UpstreamError>
 }
 
+/**
+ * Translates the events a network read delivered as one batch (Stream.mapEffect would split
+ * every batch into single events, and each later stage, up to the socket write, would then run
+ * once per event). A failing event still comes after the steps before it, as with mapEffect.
+ */
+const translateBatches = (translate: (event: SseEvent) => Effect.Effect<Step, UpstreamError>) =>
+(events: Stream.Stream<SseEvent, UpstreamError>): Stream.Stream<Step, UpstreamError> =>
+  events.pipe(
+    Stream.chunks,
+    Stream.flatMap((batch) =>
+      Stream.unwrap(Effect.gen(function*() {
+        const steps: Array<Step> = []
+        for (const event of batch) {
+          const step = yield* Effect.either(translate(event))
+          if (step._tag === "Left") return Stream.concat(Stream.fromIterable(steps), Stream.fail(step.left))
+          steps.push(step.right)
+        }
+        return Stream.fromIterable(steps)
+      }))
+    )
+  )
+
 export const httpAdapter = <W>(spec: HttpAdapterSpec<W>): UpstreamAdapter => {
   const span = (name: string, call: UpstreamCall) =>
     withCallSpan(`Upstream.${spec.kind}.${name}`, () => ({ "upstream.model": call.providerModelId }))
@@ -31,7 +53,7 @@ export const httpAdapter = <W>(spec: HttpAdapterSpec<W>): UpstreamAdapter => {
       Effect.gen(function*() {
         const bytes = yield* postStream(spec.post(call, true))
         const meta = yield* initialMeta(call.providerModelId)
-        return parseSse(bytes).pipe(Stream.mapEffect(spec.translator(meta)), untilDone)
+        return parseSse(bytes).pipe(translateBatches(spec.translator(meta)), untilDone)
       }).pipe(span("stream", call))
   }
 }

@@ -1,6 +1,6 @@
 // Handlers of the runtime endpoints: thin; the pipeline lives in the Inference layer.
 import { HttpApiBuilder, HttpApp, HttpServerResponse } from "@effect/platform"
-import { Effect, Schema, Stream } from "effect"
+import { Chunk, Effect, Schema, Stream } from "effect"
 import { DisplayLedger } from "../../layers/DisplayLedger.js"
 import { Inference } from "../../layers/Inference.js"
 import { CurrentPrincipal } from "../../layers/KeyAuth.js"
@@ -60,6 +60,13 @@ const rateLimited = (e: RateLimitExceeded) =>
  */
 const encodeCompletion = Schema.encodeSync(ChatCompletion)
 
+/**
+ * The SSE events that arrived together leave together: one socket write per batch the upstream
+ * delivered, not one per event. Nothing waits for more events.
+ */
+const writeTogether = <E, R>(events: Stream.Stream<string, E, R>) =>
+  Stream.mapChunks(events, (batch) => batch.length <= 1 ? batch : Chunk.of(Chunk.join(batch, "")))
+
 const sseHeaders = { "cache-control": "no-cache", "x-accel-buffering": "no" }
 
 export const InferenceLive = HttpApiBuilder.group(GatewayApi, "inference", (handlers) =>
@@ -106,6 +113,7 @@ export const InferenceLive = HttpApiBuilder.group(GatewayApi, "inference", (hand
           const { chunks, dropped } = yield* inference.stream(admitted)
           const sse = chunks.pipe(
             Stream.map((chunk) => `data: ${JSON.stringify(chunk)}\n\n`),
+            writeTogether,
             // A client detects an upstream drop by the missing [DONE].
             Stream.concat(Stream.suspend(() => dropped() ? Stream.empty : Stream.make("data: [DONE]\n\n"))),
             Stream.encodeText
@@ -128,6 +136,7 @@ export const InferenceLive = HttpApiBuilder.group(GatewayApi, "inference", (hand
           yield* withHeaders(rateLimitHeaders(admitted.rateLimit))
           const sse = events.pipe(
             Stream.map((e) => `event: ${e.type}\ndata: ${JSON.stringify(e)}\n\n`),
+            writeTogether,
             Stream.encodeText
           )
           return HttpServerResponse.stream(sse, { contentType: "text/event-stream", headers: sseHeaders })
