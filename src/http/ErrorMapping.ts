@@ -116,7 +116,7 @@ const checkBody = Effect.gen(function*() {
       message: `The request body nests arrays/objects deeper than ${MAX_JSON_DEPTH} levels`
     })
   }
-  return withBodyText(request, text)
+  return yield* withBodyText(request, text)
 })
 
 export const ErrorMappingLive = HttpApiBuilder.middleware(GatewayApi, (app) =>

@@ -1,9 +1,11 @@
-// The current span when tracing may be off (no exporter configured: every span is a no-op).
-// - W3C traceparent for what the gateway calls (upstreams, webhook receivers): with tracing off
-//   the caller's own traceparent, the no-op spans' external parent, travels on unchanged, so a
-//   client's trace still reaches the upstream.
-// - Annotations: Effect's annotateCurrentSpan builds an Error (stack included) whenever the span
-//   is a no-op, about 3% of a call's CPU with tracing off; this one does nothing then.
+// The current span when tracing may be off (no exporter configured). Then no spans are made,
+// and Effect's own helpers get costly or wrong: Effect.currentSpan and annotateCurrentSpan build
+// an Error (stack included) when there is no recorded span, and a no-op span's ids are "noop".
+// - traceparent for what the gateway calls (upstreams, webhook receivers): the nearest recorded
+//   span, else the caller's own traceparent unchanged, so a client's trace still reaches the
+//   upstream;
+// - currentSpan / annotateCurrentSpan without the Error;
+// - withCallSpan: a span on the per-call path only when tracing is on.
 import { Effect, FiberRef, Option, Tracer } from "effect"
 
 /** The span whose ids a callee should see: the nearest recorded (or external) span. */
