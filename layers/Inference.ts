@@ -3,7 +3,7 @@
 // then settlement (budget debit row, platform wallet debit, inference log), queued for the
 // grouped writer in Settlements.
 import { PgClient } from "@effect/sql-pg"
-import { BigDecimal, Clock, Config, Effect, Fiber, Metric, Stream } from "effect"
+import { BigDecimal, Chunk, Clock, Config, Effect, Fiber, Metric, Option, Stream } from "effect"
 import { randomUUID } from "node:crypto"
 import type { ChatChunk, ChatCompletion, ChatRequest, Usage } from "../schemas/Chat.js"
 import type { PlatformSettings } from "../schemas/Platforms.js"
@@ -379,20 +379,23 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
         )
         const state = { text: "", usage: null as Usage | null, dropped: false, done: false, created: 0, firstTokenAt: 0 }
         const includeUsage = admitted.request.stream_options?.include_usage === true
+        /** Notes what the chunk carries (for the settlement) and gives it the gateway's id and model. */
+        const relabel = (chunk: ChatChunk): ChatChunk | undefined => {
+          state.created = chunk.created
+          for (const choice of chunk.choices) {
+            if (state.firstTokenAt === 0 && (choice.delta.content ?? "") !== "") state.firstTokenAt = Date.now()
+            state.text += choice.delta.content ?? ""
+            for (const call of choice.delta.tool_calls ?? []) state.text += call.function?.arguments ?? ""
+            if (choice.finish_reason !== null) state.done = true
+          }
+          if (chunk.usage) state.usage = chunk.usage
+          if (!includeUsage && chunk.choices.length === 0) return undefined // the usage-only chunk
+          const relabeled = { ...chunk, id: admitted.requestId, model: admitted.request.model }
+          return includeUsage || chunk.usage == null ? relabeled : { ...relabeled, usage: undefined }
+        }
         const body = chunks.pipe(
-          Stream.map((chunk): ChatChunk => {
-            state.created = chunk.created
-            for (const choice of chunk.choices) {
-              if (state.firstTokenAt === 0 && (choice.delta.content ?? "") !== "") state.firstTokenAt = Date.now()
-              state.text += choice.delta.content ?? ""
-              for (const call of choice.delta.tool_calls ?? []) state.text += call.function?.arguments ?? ""
-              if (choice.finish_reason !== null) state.done = true
-            }
-            if (chunk.usage) state.usage = chunk.usage
-            return { ...chunk, id: admitted.requestId, model: admitted.request.model }
-          }),
-          Stream.filter((chunk) => includeUsage || chunk.choices.length > 0),
-          Stream.map((chunk) => (includeUsage || chunk.usage == null) ? chunk : { ...chunk, usage: undefined }),
+          // One stage per batch of chunks (each Effect Stream stage costs per stream and batch).
+          Stream.mapChunks((batch) => Chunk.filterMap(batch, (chunk) => Option.fromNullable(relabel(chunk)))),
           Stream.catchAll((error) => {
             state.dropped = true
             const stop: ChatChunk = {

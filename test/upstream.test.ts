@@ -6,7 +6,7 @@ import { Chunk, Effect, Either, Stream } from "effect"
 import { createServer } from "node:net"
 import type { ChatChunk, ChatMessage, ChatRequest } from "../schemas/Chat.js"
 import { adapterFor } from "../layers/upstream/Adapters.js"
-import { parseSse } from "../layers/upstream/Sse.js"
+import { SseParser } from "../layers/upstream/Sse.js"
 import { MockAdapter } from "../layers/upstream/Mock.js"
 import type { ProviderKind, UpstreamAdapter, UpstreamCall } from "../layers/upstream/Upstream.js"
 import { UpstreamError } from "../layers/upstream/Upstream.js"
@@ -360,26 +360,25 @@ for (const suite of suites) {
 }
 
 describe("SSE parser", () => {
-  const bytes = (...parts: ReadonlyArray<string | Uint8Array>) =>
-    Stream.fromIterable(parts.map((p) => (typeof p === "string" ? new TextEncoder().encode(p) : p)))
-
-  it.effect("events, multi-line data, comments, CRLF, split chunks, no final blank line", () =>
-    Effect.gen(function*() {
-      const euro = new TextEncoder().encode("€") // 3 bytes, split across chunks below
-      const events = yield* Stream.runCollect(parseSse(bytes(
-        ": keep-alive\r\n\r\n",
-        "event: a\r\ndata: {\"x\":",
-        "1}\r\n\r\ndata: line1\ndata: line2\n\ndata: ",
-        euro.slice(0, 1),
-        euro.slice(1),
-        "\ndata:no-space"
-      )))
-      expect(Chunk.toReadonlyArray(events)).toEqual([
-        { event: "a", data: `{"x":1}` },
-        { event: undefined, data: "line1\nline2" },
-        { event: undefined, data: "€\nno-space" }
-      ])
-    }))
+  it("events, multi-line data, comments, CRLF and CR, split chunks, no final blank line", () => {
+    const euro = new TextEncoder().encode("€") // 3 bytes, split across chunks below
+    const parser = new SseParser()
+    const parts = [
+      ": keep-alive\r\n\r\n",
+      "event: a\r\ndata: {\"x\":",
+      "1}\r",
+      "\n\r\ndata: line1\ndata: line2\n\ndata: ",
+      euro.slice(0, 1),
+      euro.slice(1),
+      "\rdata:no-space"
+    ]
+    const events = parts.flatMap((p) => parser.push(typeof p === "string" ? new TextEncoder().encode(p) : p))
+    expect(events).toEqual([
+      { event: "a", data: `{"x":1}` },
+      { event: undefined, data: "line1\nline2" }
+    ])
+    expect(parser.end()).toEqual([{ event: undefined, data: "€\nno-space" }])
+  })
 })
 
 describe("anthropic specifics", () => {

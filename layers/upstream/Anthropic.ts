@@ -1,6 +1,6 @@
 // The `anthropic` adapter: chat requests translated to the Messages API (POST {baseUrl}/messages,
 // baseUrl like https://api.anthropic.com/v1) and its answers, JSON or SSE, translated back.
-import { Effect, Schema } from "effect"
+import { Effect, Either, Schema } from "effect"
 import type { ChatCompletion, ChatMessage, ChatRequest, ToolCall, Usage } from "../../schemas/Chat.js"
 import { joinUrl, jsonDecoder, mergeHeaders } from "./Http.js"
 import { chunk, completionId, emit, finished, messageText, nowSeconds, type SseEvent, type Step, type StreamMeta, usageChunk, usageOf } from "./Sse.js"
@@ -301,11 +301,11 @@ const translator = (meta: StreamMeta) => {
     }
   }
 
-  return (event: SseEvent): Effect.Effect<Step, UpstreamError> =>
-    decodeEvent(event.data).pipe(Effect.flatMap((wire) => {
+  return (event: SseEvent): Either.Either<Step, UpstreamError> =>
+    Either.flatMap(decodeEvent(event.data), (wire) => {
       const out = onEvent(wire)
-      return out instanceof UpstreamError ? Effect.fail(out) : Effect.succeed(out)
-    }))
+      return out instanceof UpstreamError ? Either.left(out) : Either.right(out)
+    })
 }
 
 export const AnthropicAdapter: UpstreamAdapter = httpAdapter({ kind: "anthropic", post, decode: decodeMessage, toCompletion, translator })

@@ -1,7 +1,7 @@
 // The `openai` adapter: Chat Completions passthrough (POST {baseUrl}/chat/completions). The
 // request is already OpenAI-shaped, so only the model, the stream flags and auth change; the
 // answer is decoded leniently (OpenAI-compatible servers vary) and re-shaped to the contract.
-import { Effect, Schema } from "effect"
+import { Effect, Either, Schema } from "effect"
 import type { ChatChunk, ChatCompletion, Usage } from "../../schemas/Chat.js"
 import { joinUrl, jsonDecoder, mergeHeaders, protocolError } from "./Http.js"
 import { completionId, emit, finished, nowSeconds, type SseEvent, type Step, type StreamMeta } from "./Sse.js"
@@ -157,19 +157,19 @@ const withRole = (c: ChatChunk): ChatChunk => {
 
 const translator = (meta: StreamMeta) => {
   let sawChoices = false
-  return (event: SseEvent): Effect.Effect<Step, UpstreamError> => {
-    if (event.data === "[DONE]") return Effect.succeed(finished())
-    return decodeChunk(event.data).pipe(Effect.flatMap((wire) => {
+  return (event: SseEvent): Either.Either<Step, UpstreamError> => {
+    if (event.data === "[DONE]") return Either.right(finished())
+    return Either.flatMap(decodeChunk(event.data), (wire) => {
       if (wire.error !== undefined) {
-        return Effect.fail(
+        return Either.left(
           new UpstreamError({ kind: "status", message: `upstream stream error: ${wire.error.message ?? "unknown"}`, retryable: true })
         )
       }
       const c = toChunk(wire, meta)
-      if (sawChoices || c.choices.length === 0) return Effect.succeed(emit(c))
+      if (sawChoices || c.choices.length === 0) return Either.right(emit(c))
       sawChoices = true
-      return Effect.succeed(emit(withRole(c)))
-    }))
+      return Either.right(emit(withRole(c)))
+    })
   }
 }
 

@@ -1,7 +1,7 @@
 // The `openai-responses` adapter: chat requests sent to an upstream Responses API
 // (POST {baseUrl}/responses) as input items, and its output items or stream events translated
 // back into a chat completion or chat chunks. (The 16-token floor is checked by the gateway.)
-import { Effect, Schema } from "effect"
+import { Effect, Either, Schema } from "effect"
 import type { ChatChunk, ChatCompletion, ChatMessage, ChatRequest, ToolCall } from "../../schemas/Chat.js"
 import { joinUrl, jsonDecoder, mergeHeaders, protocolError } from "./Http.js"
 import { chunk, completionId, emit, finished, messageText, nowSeconds, type SseEvent, type Step, type StreamMeta, usageChunk, usageOf } from "./Sse.js"
@@ -260,11 +260,11 @@ const translator = (meta: StreamMeta) => {
     }
   }
 
-  return (event: SseEvent): Effect.Effect<Step, UpstreamError> =>
-    decodeEvent(event.data).pipe(Effect.flatMap((wire) => {
+  return (event: SseEvent): Either.Either<Step, UpstreamError> =>
+    Either.flatMap(decodeEvent(event.data), (wire) => {
       const out = onEvent(wire)
-      return out instanceof UpstreamError ? Effect.fail(out) : Effect.succeed(out)
-    }))
+      return out instanceof UpstreamError ? Either.left(out) : Either.right(out)
+    })
 }
 
 export const OpenAiResponsesAdapter: UpstreamAdapter = httpAdapter({ kind: "openai-responses", post, decode: decodeResponse, toCompletion, translator })

@@ -60,12 +60,16 @@ const rateLimited = (e: RateLimitExceeded) =>
  */
 const encodeCompletion = Schema.encodeSync(ChatCompletion)
 
+const utf8 = new TextEncoder()
+const DONE = utf8.encode("data: [DONE]\n\n")
+
 /**
- * The SSE events that arrived together leave together: one socket write per batch the upstream
- * delivered, not one per event. Nothing waits for more events.
+ * The SSE events that arrived together, encoded and written together: one stage and one socket
+ * write per batch the upstream delivered, not one per event. Nothing waits for more events.
  */
-const writeTogether = <E, R>(events: Stream.Stream<string, E, R>) =>
-  Stream.mapChunks(events, (batch) => batch.length <= 1 ? batch : Chunk.of(Chunk.join(batch, "")))
+const sseEncode = <A>(format: (event: A) => string) => <E, R>(events: Stream.Stream<A, E, R>) =>
+  Stream.mapChunks(events, (batch) =>
+    Chunk.isEmpty(batch) ? Chunk.empty<Uint8Array>() : Chunk.of(utf8.encode(Chunk.reduce(batch, "", (text, e) => text + format(e)))))
 
 const sseHeaders = { "cache-control": "no-cache", "x-accel-buffering": "no" }
 
@@ -112,11 +116,9 @@ export const InferenceLive = HttpApiBuilder.group(GatewayApi, "inference", (hand
           if (payload.stream !== true) return HttpServerResponse.unsafeJson(encodeCompletion(yield* inference.complete(admitted)))
           const { chunks, dropped } = yield* inference.stream(admitted)
           const sse = chunks.pipe(
-            Stream.map((chunk) => `data: ${JSON.stringify(chunk)}\n\n`),
-            writeTogether,
+            sseEncode((chunk) => `data: ${JSON.stringify(chunk)}\n\n`),
             // A client detects an upstream drop by the missing [DONE].
-            Stream.concat(Stream.suspend(() => dropped() ? Stream.empty : Stream.make("data: [DONE]\n\n"))),
-            Stream.encodeText
+            Stream.concat(Stream.suspend(() => dropped() ? Stream.empty : Stream.make(DONE)))
           )
           return HttpServerResponse.stream(sse, { contentType: "text/event-stream", headers: sseHeaders })
         }))
@@ -134,11 +136,7 @@ export const InferenceLive = HttpApiBuilder.group(GatewayApi, "inference", (hand
             Effect.catchTag("RateLimitExceeded", rateLimited)
           )
           yield* withHeaders(rateLimitHeaders(admitted.rateLimit))
-          const sse = events.pipe(
-            Stream.map((e) => `event: ${e.type}\ndata: ${JSON.stringify(e)}\n\n`),
-            writeTogether,
-            Stream.encodeText
-          )
+          const sse = events.pipe(sseEncode((e) => `event: ${e.type}\ndata: ${JSON.stringify(e)}\n\n`))
           return HttpServerResponse.stream(sse, { contentType: "text/event-stream", headers: sseHeaders })
         }))
   }))
