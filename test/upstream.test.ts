@@ -3,6 +3,7 @@
 // interruption and mid-stream drops; plus the deterministic mock adapter.
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "@effect/vitest"
 import { Chunk, Effect, Either, Stream } from "effect"
+import * as http from "node:http"
 import { createServer } from "node:net"
 import type { ChatChunk, ChatMessage, ChatRequest } from "../schemas/Chat.js"
 import { adapterFor } from "../layers/upstream/Adapters.js"
@@ -358,6 +359,32 @@ for (const suite of suites) {
       }))
   })
 }
+
+describe("upstream deadline", () => {
+  it.live("a JSON body that stalls after the headers times out within timeoutMs, and the request is closed", () =>
+    Effect.gen(function*() {
+      let closed = false
+      const server = http.createServer((_req, res) => {
+        res.writeHead(200, { "content-type": "application/json" })
+        res.write("{\"id\":") // the rest never comes
+        res.on("close", () => {
+          closed = true
+        })
+      })
+      yield* Effect.promise(() => new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve)))
+      const { port } = server.address() as { port: number }
+      const started = Date.now()
+      const e = yield* failureOf(adapterFor("openai").complete(makeCall(`http://127.0.0.1:${port}/v1`, {}, 300)))
+      expect(e).toMatchObject({ kind: "timeout", retryable: true })
+      expect(Date.now() - started).toBeLessThan(1_000)
+      yield* Effect.promise(async () => {
+        for (let i = 0; i < 50 && !closed; i++) await new Promise((r) => setTimeout(r, 20))
+      })
+      expect(closed).toBe(true)
+      server.closeAllConnections()
+      server.close()
+    }))
+})
 
 describe("SSE parser", () => {
   it("events, multi-line data, comments, CRLF and CR, split chunks, no final blank line", () => {
