@@ -105,8 +105,8 @@ export const truncatedError = () =>
 
 /**
  * A provider's SSE bytes as chat chunks, up to its terminator: parsed and translated in one
- * stage, a network read at a time. (Every Effect Stream stage costs on each stream run and each
- * batch: this one stage replaces the eleven that parsed, translated and stopped.) Reaching the
+ * stage, a network read at a time (every Effect Stream stage costs on each stream run and each
+ * batch, so parsing, translating and stopping are one stage, not a stage each). Reaching the
  * terminator stops reading, which aborts the upstream request; input that ends before it fails
  * with `truncatedError` after the chunks received, so a drop mid-stream always surfaces as an
  * UpstreamError; a failing event comes after the chunks of the events before it.
