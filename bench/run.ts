@@ -296,6 +296,8 @@ interface LoadResult {
   readonly timeouts: number
   readonly incomplete: number
   readonly statuses: Record<string, number>
+  /** The first non-2xx answer of the step (status and the start of its body), for the report. */
+  readonly firstFailure: string | null
   readonly gatewayPeakRssMb: number | null
   readonly gatewayCpuPct: number | null
 }
@@ -304,6 +306,7 @@ const load = (target: Target, mode: Mode, connections: number, seconds: number, 
   new Promise<LoadResult>((resolve, reject) => {
     const latencies = new Samples()
     const statuses: Record<string, number> = {}
+    let firstFailure: string | null = null
     let incomplete = 0
     gateway?.resetWindow()
     const cpuBefore = gateway === null ? null : cpuSeconds(gateway.pid)
@@ -321,6 +324,7 @@ const load = (target: Target, mode: Mode, connections: number, seconds: number, 
           body: chatBody(mode),
           onResponse: (status: number, body: string) => {
             statuses[status] = (statuses[status] ?? 0) + 1
+            if ((status < 200 || status >= 300) && firstFailure === null) firstFailure = `${status} ${body.slice(0, 300)}`
             if (status >= 200 && status < 300 && !complete(mode, body)) incomplete++
             noteAnswer(target, status, body)
           }
@@ -345,6 +349,7 @@ const load = (target: Target, mode: Mode, connections: number, seconds: number, 
           timeouts: result.timeouts,
           incomplete,
           statuses,
+          firstFailure,
           gatewayPeakRssMb: gateway === null ? null : gateway.windowPeakKb / 1024,
           gatewayCpuPct: cpuBefore === null || cpuAfter === null ? null : (100 * (cpuAfter - cpuBefore)) / wall
         })
@@ -736,6 +741,9 @@ const render = (report: Report) => {
         `upstream calls left no log row or debit (answered upstream, never settled: cost not billed). `) +
     `Settlement queue drained ${(audit.settleWaitMs / 1000).toFixed(1)} s after the last step.`)
   out.push("")
+  for (const l of gatewayLoads.filter((l) => l.firstFailure !== null)) {
+    out.push(`First non-2xx answer of the gateway in ${l.mode} c=${l.connections} (statuses ${JSON.stringify(l.statuses)}): \`${l.firstFailure}\``, "")
+  }
   out.push(`Gateway log during the run: ${report.gatewayLog.errors} error and ${report.gatewayLog.warnings} warning entries` +
     (report.gatewayLog.sample.length > 0 ? "; the most recent, grouped by message and cause:" : "."))
   if (report.gatewayLog.sample.length > 0) {
@@ -873,7 +881,8 @@ const main = async () => {
         if (name === "gateway" && mode === "stream" && connections === 256) stream256Mb = result.gatewayPeakRssMb
         log(`${mode} c=${connections} ${name}: ${result.rps.toFixed(0)} rps, p50 ${ms(result.p50)} ms, p99 ${ms(result.p99)} ms, ` +
           `non-2xx ${result.non2xx}, errors ${result.errors + result.timeouts}, incomplete ${result.incomplete}` +
-          (result.gatewayCpuPct === null ? "" : `, cpu ${result.gatewayCpuPct.toFixed(0)}%, rss ${mb(result.gatewayPeakRssMb)} MB`))
+          (result.gatewayCpuPct === null ? "" : `, cpu ${result.gatewayCpuPct.toFixed(0)}%, rss ${mb(result.gatewayPeakRssMb)} MB`) +
+          (result.firstFailure === null ? "" : `; first non-2xx: ${result.firstFailure}`))
       }
     }
   }
