@@ -373,10 +373,26 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
      */
     const stream = (admitted: Admitted) =>
       Effect.gen(function*() {
+        // The attempt in flight. A client that leaves before the first byte, once the request
+        // went upstream, is settled like one that leaves mid-stream: interrupted, its prompt
+        // (estimated) and no completion tokens; the provider has the prompt either way.
+        let inFlight: Candidate | undefined
         const { value: chunks, candidate } = yield* router.route(
           admitted.candidates,
-          (c) => Effect.flatMap(callFor(admitted, c), adapters.get(c.kind).stream)
-        )
+          (c) =>
+            Effect.flatMap(callFor(admitted, c), (call) => {
+              inFlight = c
+              return adapters.get(c.kind).stream(call).pipe(Effect.tapError(() => Effect.sync(() => (inFlight = undefined))))
+            })
+        ).pipe(Effect.onInterrupt(() =>
+          inFlight === undefined ? Effect.void : settle(admitted, {
+            candidate: inFlight,
+            usage: { prompt_tokens: admitted.promptEstimate, completion_tokens: 0, total_tokens: admitted.promptEstimate },
+            method: "estimated",
+            status: "interrupted",
+            errorMessage: "the client left before the first byte"
+          })
+        ))
         const state = { text: "", usage: null as Usage | null, dropped: false, done: false, created: 0, firstTokenAt: 0 }
         const includeUsage = admitted.request.stream_options?.include_usage === true
         /** Notes what the chunk carries (for the settlement) and gives it the gateway's id and model. */

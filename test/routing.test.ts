@@ -235,6 +235,27 @@ describe("interrupted streams", () => {
     expect((await logs()).at(-1)).toMatchObject({ status: "interrupted" })
   })
 
+  it("a stream whose client leaves before the first byte is billed its prompt, as interrupted", async () => {
+    reset()
+    a.setBehavior({ responseDelayMs: 3000 }) // the status line would come after 3 s
+    const before = (await logs()).length
+    const controller = new AbortController()
+    const pending = fetch(`${gw.baseUrl}/v1/chat/completions`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${t.endUserKey}`, "content-type": "application/json" },
+      body: JSON.stringify({ model: "a-only", messages: [{ role: "user", content: "go" }], stream: true }),
+      signal: controller.signal
+    }).catch(() => "aborted")
+    await a.waitFor((f) => f.requests.length === 1, 5000)
+    controller.abort()
+    expect(await pending).toBe("aborted")
+    await a.waitFor((f) => f.requests[0]?.clientClosed === true, 1500)
+    await expect.poll(async () => (await logs()).length, { timeout: 1500 }).toBe(before + 1)
+    const row = (await logs()).at(-1)
+    expect(row).toMatchObject({ status: "interrupted", token_count_method: "estimated", billing_status: "billed", completion_tokens: 0 })
+    expect(row.prompt_tokens).toBeGreaterThan(0)
+  })
+
   it("a non-streaming call whose client leaves still gets its answer from upstream and is billed", async () => {
     reset()
     a.setBehavior({ responseDelayMs: 400 })
