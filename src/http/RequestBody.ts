@@ -1,5 +1,6 @@
 // The request body, read once straight from the Node request: the platform's reader (a cached
-// Effect with a scoped stream per request) cost about 90 us a call. The handler's payload decode then parses the text read here.
+// Effect with a scoped stream per request) cost about 90 us a call. The handler's payload
+// decode then parses the text read here.
 import { HttpServerError, type HttpServerRequest } from "@effect/platform"
 import { NodeHttpServerRequest } from "@effect/platform-node"
 import { Effect } from "effect"
