@@ -466,11 +466,11 @@ export class BudgetLedger extends Effect.Service<BudgetLedger>()("gateway/Budget
         // Increments, as debitLocked writes them (numeric keeps the scale of what was added).
         const usd = BigDecimal.subtract(dec(row.used_usd), dec(before.used_usd))
         const display = BigDecimal.subtract(dec(row.used_display), dec(before.used_display))
-        const [final] = yield* sql<BudgetRow>`UPDATE budgets SET used_usd = used_usd + ${BigDecimal.format(usd)},
+        const update = sql`UPDATE budgets SET used_usd = used_usd + ${BigDecimal.format(usd)},
             used_display = used_display + ${BigDecimal.format(display)}, low_balance_armed = ${row.low_balance_armed},
             updated_at = ${row.updated_at}
           WHERE id = ${before.id} RETURNING *`
-        if (steps.length === 0) return final!
+        if (steps.length === 0) return (yield* sql<BudgetRow>`${update}`)[0]!
         const rows = steps.map((step, i) => ({
           i,
           id: step.id,
@@ -485,7 +485,7 @@ export class BudgetLedger extends Effect.Service<BudgetLedger>()("gateway/Budget
           actor_key_id: step.item.actor.keyId,
           created_at: step.item.at.toISOString()
         }))
-        const inserted = yield* sql<TransactionRow>`INSERT INTO budget_transactions
+        const insert = sql`INSERT INTO budget_transactions
             (id, budget_id, platform_id, type, amount_usd, max_usd_before, max_usd_after, used_usd_before,
              used_usd_after, reason, metadata, actor_type, actor_key_id, created_at)
           SELECT x.id, ${before.id}, ${before.platform_id}, 'debit', x.amount, x.max_before, x.max_after, x.used_before,
@@ -493,14 +493,18 @@ export class BudgetLedger extends Effect.Service<BudgetLedger>()("gateway/Budget
           FROM jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) AS x(i int, id uuid, amount numeric,
             max_before numeric, max_after numeric, used_before numeric, used_after numeric, reason text, metadata jsonb,
             actor_type text, actor_key_id text, created_at timestamptz)
-          ORDER BY x.i
-          RETURNING *`
-        const byId = new Map(inserted.map((t) => [t.id, t]))
+          ORDER BY x.i`
         const wanted = yield* outbox.subscribedTypes(before.platform_id)
-        for (const step of steps) {
-          const change = { budget: step.after, transaction: byId.get(step.id)! }
-          if (step.crossed && wanted("budget.low_balance")) yield* step.item.traced(emit("budget.low_balance", change))
-          if (wanted("budget.debited")) yield* step.item.traced(emit("budget.debited", change))
+        const events = steps.flatMap((step) => [
+          ...(step.crossed && wanted("budget.low_balance") ? [{ step, type: "budget.low_balance" as const }] : []),
+          ...(wanted("budget.debited") ? [{ step, type: "budget.debited" as const }] : [])
+        ])
+        // No event wants the ledger rows back (the usual case): rows and budget in one round trip.
+        if (events.length === 0) return (yield* sql<BudgetRow>`WITH ledger AS (${insert}) ${update}`)[0]!
+        const [final] = yield* sql<BudgetRow>`${update}`
+        const byId = new Map((yield* sql<TransactionRow>`${insert} RETURNING *`).map((t) => [t.id, t]))
+        for (const { step, type } of events) {
+          yield* step.item.traced(emit(type, { budget: step.after, transaction: byId.get(step.id)! }))
         }
         return final!
       })
