@@ -440,7 +440,9 @@ export class BudgetLedger extends Effect.Service<BudgetLedger>()("gateway/Budget
         readonly at: Date
         /** Wraps the item's event writes (the settlement's span, so webhooks join its trace). */
         readonly traced: <A, E, R>(self: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
-      }>
+      }>,
+      /** Which event types the platform's endpoints want, when the caller read it already. */
+      subscribed?: (type: BudgetEventType) => boolean
     ) =>
       Effect.gen(function*() {
         const steps: Array<{ readonly before: BudgetRow; readonly after: BudgetRow; readonly id: string; readonly crossed: boolean; readonly item: typeof items[number] }> = []
@@ -494,7 +496,7 @@ export class BudgetLedger extends Effect.Service<BudgetLedger>()("gateway/Budget
             max_before numeric, max_after numeric, used_before numeric, used_after numeric, reason text, metadata jsonb,
             actor_type text, actor_key_id text, created_at timestamptz)
           ORDER BY x.i`
-        const wanted = yield* outbox.subscribedTypes(before.platform_id)
+        const wanted = subscribed ?? (yield* outbox.subscribedTypes(before.platform_id))
         const events = steps.flatMap((step) => [
           ...(step.crossed && wanted("budget.low_balance") ? [{ step, type: "budget.low_balance" as const }] : []),
           ...(wanted("budget.debited") ? [{ step, type: "budget.debited" as const }] : [])

@@ -15,6 +15,7 @@ import { isDatabaseOutage, isQueryCanceled } from "../src/lib/SqlErrors.js"
 import { type Actor, BudgetLedger, type BudgetRow } from "./BudgetLedger.js"
 import { ruleCharge } from "./DisplayLedger.js"
 import { PlatformWallet } from "./PlatformWallet.js"
+import { type BudgetEventType, wantedBy } from "./WebhookOutbox.js"
 
 type WalletSettings = NonNullable<PlatformSettings["end_user_wallet"]>
 
@@ -123,9 +124,13 @@ export class Settlements extends Effect.Service<Settlements>()("gateway/Settleme
       if (set?.size === 0) pending.delete(entry.settlement.platformId)
     }
 
-    /** The log rows of a group in one statement; the ids that were new (the others were applied before). */
+    /**
+     * The log rows of a group in one statement. Returns the ids that were new (the others were
+     * applied before) and, read in the same round trip, which budget events each platform's
+     * webhook endpoints want (so the debits need not ask).
+     */
     const insertLogs = (settlements: ReadonlyArray<Settlement>) =>
-      sql<{ readonly id: string }>`INSERT INTO inference_logs (id, platform_id, end_user_id, request_type, provider_id,
+      sql<{ readonly id: string; readonly platform_id: string; readonly endpoint_types: ReadonlyArray<ReadonlyArray<string> | null> }>`INSERT INTO inference_logs (id, platform_id, end_user_id, request_type, provider_id,
           model_id, model_slug, provider_model_id, prompt_tokens, completion_tokens, total_tokens, latency_ms,
           estimated_cost_usd, status, error_message, token_count_method, billing_status, metadata, created_at)
         SELECT x.id, x.platform_id, x.end_user_id, x.request_type, x.provider_id, x.model_id, x.model_slug,
@@ -136,7 +141,14 @@ export class Settlements extends Effect.Service<Settlements>()("gateway/Settleme
           prompt_tokens int, completion_tokens int, total_tokens int, latency_ms int, estimated_cost_usd numeric,
           status text, error_message text, token_count_method text, billing_status text, metadata jsonb,
           created_at timestamptz)
-        ON CONFLICT (id) DO NOTHING RETURNING id::text`.pipe(Effect.map((rows) => new Set(rows.map((r) => r.id))))
+        ON CONFLICT (id) DO NOTHING
+        RETURNING id::text, platform_id::text, (SELECT coalesce(jsonb_agg(ep.event_types), '[]'::jsonb)
+          FROM webhook_endpoints ep WHERE ep.platform_id = inference_logs.platform_id AND ep.is_active) AS endpoint_types`.pipe(
+        Effect.map((rows) => ({
+          fresh: new Set(rows.map((r) => r.id)),
+          subscribed: new Map(rows.map((r) => [r.platform_id, wantedBy(r.endpoint_types)]))
+        }))
+      )
 
     /** What one settlement adds to a budget: its debit (if billed) and its display charge. */
     const itemOf = (settlement: Settlement, row: BudgetRow) => {
@@ -155,7 +167,12 @@ export class Settlements extends Effect.Service<Settlements>()("gateway/Settleme
     }
 
     /** One end user's settlements on their live budget; a period boundary among them resets first. */
-    const debitBudget = (platformId: string, endUserId: string, settlements: ReadonlyArray<Settlement>) =>
+    const debitBudget = (
+      platformId: string,
+      endUserId: string,
+      settlements: ReadonlyArray<Settlement>,
+      subscribed: ((type: BudgetEventType) => boolean) | undefined
+    ) =>
       Effect.gen(function*() {
         const locked = yield* ledger.lockActive(platformId, endUserId, settlements[0]!.at)
         if (Option.isNone(locked)) return
@@ -163,7 +180,7 @@ export class Settlements extends Effect.Service<Settlements>()("gateway/Settleme
         let run: Array<Settlement> = []
         for (const settlement of settlements) {
           if (currentPeriodStart(row.period, row.period_anchor, settlement.at).getTime() > row.period_start.getTime()) {
-            row = yield* ledger.debitManyLocked(row, run.map((s) => itemOf(s, row)))
+            row = yield* ledger.debitManyLocked(row, run.map((s) => itemOf(s, row)), subscribed)
             run = []
             const reset = yield* ledger.lockActive(platformId, endUserId, settlement.at)
             if (Option.isNone(reset)) return
@@ -172,17 +189,18 @@ export class Settlements extends Effect.Service<Settlements>()("gateway/Settleme
           run.push(settlement)
         }
         const last = row
-        yield* ledger.debitManyLocked(last, run.map((s) => itemOf(s, last)))
+        yield* ledger.debitManyLocked(last, run.map((s) => itemOf(s, last)), subscribed)
       })
 
     /** One transaction for a group: log rows, then budgets (by end user), then wallets (by platform). */
     const commit = (entries: ReadonlyArray<Entry>) =>
       Effect.gen(function*() {
         const all = entries.map((entry) => entry.settlement)
-        const fresh = yield* insertLogs(all)
+        const { fresh, subscribed } = yield* insertLogs(all)
         const applied = all.filter((s) => fresh.has(s.id))
         for (const [endUserId, list] of groupBy(applied.filter((s) => s.endUserId !== null), (s) => s.endUserId!)) {
-          yield* debitBudget(list[0]!.platformId, endUserId, list)
+          const platformId = list[0]!.platformId
+          yield* debitBudget(platformId, endUserId, list, subscribed.get(platformId))
         }
         const billed = applied.filter((s) => BigDecimal.greaterThan(s.costUsd, ZERO))
         for (const [platformId, list] of groupBy(billed, (s) => s.platformId)) {

@@ -90,6 +90,13 @@ const newSecret = (): string => `whsec_${randomBytes(24).toString("base64")}`
 const parentFrom = (traceparent: string | null): Option.Option<Tracer.ExternalSpan> =>
   traceparent === null ? Option.none() : HttpTraceContext.w3c(Headers.fromInput({ traceparent }))
 
+/**
+ * Whether some endpoint wants an event type, from the `event_types` of a platform's active
+ * endpoints: a list, or null for every type except the opt-in, high-volume budget.debited.
+ */
+export const wantedBy = (endpointTypes: ReadonlyArray<ReadonlyArray<string> | null>) => (type: BudgetEventType): boolean =>
+  endpointTypes.some((types) => types === null ? type !== "budget.debited" : types.includes(type))
+
 // --- rows ---------------------------------------------------------------------------------
 
 interface EndpointRow {
@@ -363,8 +370,7 @@ export class WebhookOutbox extends Effect.Service<WebhookOutbox>()("gateway/Webh
     const subscribedTypes = (platformId: string) =>
       sql<{ readonly event_types: ReadonlyArray<string> | null }>`SELECT event_types FROM webhook_endpoints
         WHERE platform_id = ${platformId} AND is_active`.pipe(
-        Effect.map((rows) => (type: BudgetEventType) =>
-          rows.some((row) => row.event_types === null ? type !== "budget.debited" : row.event_types.includes(type))),
+        Effect.map((rows) => wantedBy(rows.map((row) => row.event_types))),
         Effect.orDie
       )
 
