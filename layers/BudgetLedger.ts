@@ -426,7 +426,8 @@ export class BudgetLedger extends Effect.Service<BudgetLedger>()("gateway/Budget
     /**
      * Many settlements of one locked, reset budget at once (grouped settlement writes): the
      * same ledger rows, before/after chain, display charges and events as applying each with
-     * debitLocked in turn, in one UPDATE and one multi-row INSERT. An item without an amount
+     * debitLocked in turn, in one statement (two when webhook events need the ledger rows
+     * back). An item without an amount
      * only charges the display ledger (a free call).
      */
     const debitManyLocked = (

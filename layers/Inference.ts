@@ -198,9 +198,12 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
           return { snapshot, loadedAt, unsettled: queued, totals }
         })
         const load = Effect.gen(function*() {
+          const userHadQueued = settlements.pendingOf(platformId).some((s) => s.endUserId === endUserId)
           const entry = yield* read
           if (endUserId === null || entry.snapshot.settings.end_user_wallet?.enabled !== true) return { entry, cacheable: true }
-          // used_display moves with every settled call: wait for the user's, read again, keep nothing.
+          // used_display moves with every settled call: keep nothing, and if the read may have
+          // missed some of the user's queued calls, wait for them and read again.
+          if (!userHadQueued) return { entry, cacheable: false }
           yield* settlements.awaitPlatform(platformId, endUserId)
           return { entry: yield* read, cacheable: false }
         })
@@ -373,9 +376,24 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
      */
     const stream = (admitted: Admitted) =>
       Effect.gen(function*() {
-        // The attempt in flight. A client that leaves before the first byte, once the request
-        // went upstream, is settled like one that leaves mid-stream: interrupted, its prompt
-        // (estimated) and no completion tokens; the provider has the prompt either way.
+        const state = { text: "", usage: null as Usage | null, dropped: false, done: false, created: 0, firstTokenAt: 0 }
+        /** What the stream carried so far, settled on the candidate that served it. */
+        const settleStream = (candidate: Candidate) =>
+          Effect.suspend(() => {
+            const completion = state.usage?.completion_tokens ?? countTextTokens(state.text)
+            const prompt = state.usage?.prompt_tokens ?? admitted.promptEstimate
+            return settle(admitted, {
+              candidate,
+              usage: { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion },
+              method: state.usage !== null ? "reported" : "estimated",
+              status: state.dropped ? "error" : state.usage !== null || state.done ? "success" : "interrupted",
+              errorMessage: state.dropped ? "upstream dropped mid-stream" : null,
+              timeToFirstTokenMs: state.firstTokenAt === 0 ? undefined : state.firstTokenAt - admitted.startedAt
+            })
+          })
+        // The attempt in flight: a client that leaves before the first byte, once the request
+        // went upstream, is settled as one that leaves mid-stream (interrupted: its prompt, no
+        // completion tokens), since the provider has the prompt either way.
         let inFlight: Candidate | undefined
         const { value: chunks, candidate } = yield* router.route(
           admitted.candidates,
@@ -384,16 +402,7 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
               inFlight = c
               return adapters.get(c.kind).stream(call).pipe(Effect.tapError(() => Effect.sync(() => (inFlight = undefined))))
             })
-        ).pipe(Effect.onInterrupt(() =>
-          inFlight === undefined ? Effect.void : settle(admitted, {
-            candidate: inFlight,
-            usage: { prompt_tokens: admitted.promptEstimate, completion_tokens: 0, total_tokens: admitted.promptEstimate },
-            method: "estimated",
-            status: "interrupted",
-            errorMessage: "the client left before the first byte"
-          })
-        ))
-        const state = { text: "", usage: null as Usage | null, dropped: false, done: false, created: 0, firstTokenAt: 0 }
+        ).pipe(Effect.onInterrupt(() => inFlight === undefined ? Effect.void : settleStream(inFlight)))
         const includeUsage = admitted.request.stream_options?.include_usage === true
         /** Notes what the chunk carries (for the settlement) and gives it the gateway's id and model. */
         const relabel = (chunk: ChatChunk): ChatChunk | undefined => {
@@ -423,18 +432,7 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
             }
             return Stream.make(stop).pipe(Stream.tap(() => Effect.logWarning(`upstream dropped mid-stream: ${error.message}`)))
           }),
-          Stream.ensuring(Effect.suspend(() => {
-            const completion = state.usage?.completion_tokens ?? countTextTokens(state.text)
-            const prompt = state.usage?.prompt_tokens ?? admitted.promptEstimate
-            return settle(admitted, {
-              candidate,
-              usage: { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion },
-              method: state.usage !== null ? "reported" : "estimated",
-              status: state.dropped ? "error" : state.usage !== null || state.done ? "success" : "interrupted",
-              errorMessage: state.dropped ? "upstream dropped mid-stream" : null,
-              timeToFirstTokenMs: state.firstTokenAt === 0 ? undefined : state.firstTokenAt - admitted.startedAt
-            })
-          }))
+          Stream.ensuring(settleStream(candidate))
         )
         return { chunks: body, dropped: () => state.dropped }
       })

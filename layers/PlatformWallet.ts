@@ -25,38 +25,26 @@ export class PlatformWallet extends Effect.Service<PlatformWallet>()("gateway/Pl
       )
 
     /**
-     * Changes the balance and writes its wallet ledger row in ONE statement: the upsert locks the
-     * wallet row for the rest of the caller's transaction, so concurrent changes serialise and
-     * before/after values chain exactly.
+     * Adds to the balance and writes its wallet ledger row in ONE statement: the upsert locks the
+     * wallet row for the rest of the transaction, so concurrent changes serialise and before/after
+     * values chain exactly.
      */
-    const change = (
-      platformId: string,
-      type: "topup" | "debit",
-      amount: BigDecimal.BigDecimal,
-      reason: string | null,
-      metadata: Record<string, unknown>
-    ) =>
-      Effect.gen(function*() {
-        const delta = sqlDec(type === "topup" ? amount : BigDecimal.negate(amount))
-        const [row] = yield* sql<WalletRow>`WITH w AS (
-            INSERT INTO platform_wallets (platform_id, balance_usd) VALUES (${platformId}, ${delta})
-            ON CONFLICT (platform_id) DO UPDATE
-              SET balance_usd = platform_wallets.balance_usd + ${delta}, updated_at = now()
-            RETURNING balance_usd, updated_at),
-          t AS (
-            INSERT INTO platform_wallet_transactions (platform_id, type, amount_usd, balance_before, balance_after, reason, metadata)
-            SELECT ${platformId}, ${type}, ${sqlDec(amount)}, w.balance_usd - ${delta}::numeric, w.balance_usd, ${reason}, ${sql.json(metadata)}
-            FROM w)
-          SELECT balance_usd::text, updated_at FROM w`
-        return view(row)
-      })
-
     const topup = (platformId: string, amount: BigDecimal.BigDecimal, reason: string | null) =>
-      change(platformId, "topup", amount, reason, {}).pipe(sql.withTransaction, Effect.orDie)
+      sql<WalletRow>`WITH w AS (
+          INSERT INTO platform_wallets (platform_id, balance_usd) VALUES (${platformId}, ${sqlDec(amount)})
+          ON CONFLICT (platform_id) DO UPDATE
+            SET balance_usd = platform_wallets.balance_usd + ${sqlDec(amount)}::numeric, updated_at = now()
+          RETURNING balance_usd, updated_at),
+        t AS (
+          INSERT INTO platform_wallet_transactions (platform_id, type, amount_usd, balance_before, balance_after, reason, metadata)
+          SELECT ${platformId}, 'topup', ${sqlDec(amount)}, w.balance_usd - ${sqlDec(amount)}::numeric, w.balance_usd, ${reason}, ${sql.json({})}
+          FROM w)
+        SELECT balance_usd::text, updated_at FROM w`.pipe(
+        Effect.map((rows) => view(rows[0])),
+        sql.withTransaction,
+        Effect.orDie
+      )
 
-    /** Settlement debit: runs inside the settlement transaction; may go below zero. */
-    const debit = (platformId: string, amount: BigDecimal.BigDecimal, metadata: Record<string, unknown>) =>
-      change(platformId, "debit", amount, null, metadata)
 
     /**
      * Grouped settlement: many debits in ONE statement, one wallet ledger row each (in order,
@@ -81,6 +69,10 @@ export class PlatformWallet extends Effect.Service<PlatformWallet>()("gateway/Pl
             w.balance_usd + ${sqlDec(total)}::numeric - d.through, NULL, d.metadata
           FROM d CROSS JOIN w ORDER BY d.i`.pipe(Effect.asVoid)
       })
+
+    /** One settlement's debit (tool calls, capability runs): runs in the caller's transaction; may go below zero. */
+    const debit = (platformId: string, amount: BigDecimal.BigDecimal, metadata: Record<string, unknown>) =>
+      debitMany(platformId, [{ amount, metadata }])
 
     return { get, topup, debit, debitMany } as const
   })

@@ -1,7 +1,8 @@
 // Settlements: the writes of served calls (log row, budget debit, platform wallet debit) leave
 // the request path. A call's settlement is queued when its answer is complete; one writer
 // fiber commits what is queued in grouped transactions: one multi-row statement for the log
-// rows, one UPDATE and one multi-row INSERT per budget, one statement per platform wallet.
+// rows, per budget a lock and one statement for its update and ledger rows, one statement per
+// platform wallet.
 // Until it commits, a settlement is "pending": admission adds pending costs to what it reads
 // (exact, see `unsettled` and `submitted`), and the API's reads wait for the caller's platform
 // (`awaitPlatform`), so a client never sees its own call missing. Shutdown drains the queue.
@@ -11,7 +12,7 @@ import { BigDecimal, Cause, Chunk, Clock, Config, Deferred, Duration, Effect, Op
 import type { PlatformSettings } from "../schemas/Platforms.js"
 import { sqlDec } from "../src/lib/Money.js"
 import { currentPeriodStart } from "../src/lib/Periods.js"
-import { isDatabaseOutage, isQueryCanceled } from "../src/lib/SqlErrors.js"
+import { isDatabaseOutage, isDeadlock, isQueryCanceled } from "../src/lib/SqlErrors.js"
 import { type Actor, BudgetLedger, type BudgetRow } from "./BudgetLedger.js"
 import { ruleCharge } from "./DisplayLedger.js"
 import { PlatformWallet } from "./PlatformWallet.js"
@@ -70,9 +71,7 @@ const GROUP_SIZE = 256
 const LINGER = "5 millis"
 /** Postgres unreachable: retry a group with backoff capped at 5 s, for up to 15 minutes. */
 const OUTAGE_RETRY = Schedule.exponential("200 millis").pipe(Schedule.union(Schedule.spaced("5 seconds")), Schedule.upTo("15 minutes"))
-/** 40P01: a writer outside the queue (tool metering, capability runs) took locks in another order. */
-const isDeadlock = (e: { readonly _tag: string }) =>
-  e._tag === "SqlError" && ((e as SqlError).cause as { readonly code?: unknown } | undefined)?.code === "40P01"
+/** A deadlock: a writer outside the queue (tool metering, capability runs) took locks in another order. */
 const isRetriable = (e: { readonly _tag: string }) => isQueryCanceled(e) || isDeadlock(e)
 
 /** Postgres unreachable, as a failure or (a connection lost mid-transaction) a defect of the rollback. */

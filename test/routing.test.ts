@@ -49,6 +49,14 @@ afterAll(async () => {
 })
 
 const reset = () => [a, b, anth, resp].forEach((f) => f.reset())
+/** `go` to the a-only model as the end user, streaming or not; `signal` lets the test leave. */
+const callA = (stream: boolean, signal?: AbortSignal) =>
+  fetch(`${gw.baseUrl}/v1/chat/completions`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${t.endUserKey}`, "content-type": "application/json" },
+    body: JSON.stringify({ model: "a-only", messages: [{ role: "user", content: "go" }], ...(stream ? { stream: true } : {}) }),
+    ...(signal === undefined ? {} : { signal })
+  })
 const logs = async () =>
   (await gw.db.pool.query("SELECT * FROM inference_logs WHERE platform_id = $1 ORDER BY created_at", [t.platformId])).rows
 
@@ -174,11 +182,7 @@ describe("interrupted streams", () => {
     reset()
     a.setBehavior({ reply: "one two three four five six", dropAfterChunks: 2 })
     const before = (await logs()).length
-    const res = await fetch(`${gw.baseUrl}/v1/chat/completions`, {
-      method: "POST",
-      headers: { authorization: `Bearer ${t.endUserKey}`, "content-type": "application/json" },
-      body: JSON.stringify({ model: "a-only", messages: [{ role: "user", content: "go" }], stream: true })
-    })
+    const res = await callA(true)
     const text = await res.text()
     expect(res.status).toBe(200)
     expect(text).not.toContain("[DONE]")
@@ -196,12 +200,7 @@ describe("interrupted streams", () => {
     a.setBehavior({ reply: Array.from({ length: 40 }, (_, i) => `w${i}`).join(" "), chunkDelayMs: 50 })
     const before = (await logs()).length
     const controller = new AbortController()
-    const res = await fetch(`${gw.baseUrl}/v1/chat/completions`, {
-      method: "POST",
-      headers: { authorization: `Bearer ${t.endUserKey}`, "content-type": "application/json" },
-      body: JSON.stringify({ model: "a-only", messages: [{ role: "user", content: "go" }], stream: true }),
-      signal: controller.signal
-    })
+    const res = await callA(true, controller.signal)
     const reader = res.body!.getReader()
     let received = ""
     while (!received.includes("w2")) received += new TextDecoder().decode((await reader.read()).value)
@@ -220,12 +219,7 @@ describe("interrupted streams", () => {
     a.setBehavior({ reply: "one two three", chunkDelayMs: 3000 })
     const before = (await logs()).length
     const controller = new AbortController()
-    const res = await fetch(`${gw.baseUrl}/v1/chat/completions`, {
-      method: "POST",
-      headers: { authorization: `Bearer ${t.endUserKey}`, "content-type": "application/json" },
-      body: JSON.stringify({ model: "a-only", messages: [{ role: "user", content: "go" }], stream: true }),
-      signal: controller.signal
-    })
+    const res = await callA(true, controller.signal)
     expect(res.status).toBe(200)
     const reader = res.body!.getReader()
     await reader.read() // the role chunk
@@ -240,12 +234,7 @@ describe("interrupted streams", () => {
     a.setBehavior({ responseDelayMs: 3000 }) // the status line would come after 3 s
     const before = (await logs()).length
     const controller = new AbortController()
-    const pending = fetch(`${gw.baseUrl}/v1/chat/completions`, {
-      method: "POST",
-      headers: { authorization: `Bearer ${t.endUserKey}`, "content-type": "application/json" },
-      body: JSON.stringify({ model: "a-only", messages: [{ role: "user", content: "go" }], stream: true }),
-      signal: controller.signal
-    }).catch(() => "aborted")
+    const pending = callA(true, controller.signal).catch(() => "aborted")
     await a.waitFor((f) => f.requests.length === 1, 5000)
     controller.abort()
     expect(await pending).toBe("aborted")
@@ -261,12 +250,7 @@ describe("interrupted streams", () => {
     a.setBehavior({ responseDelayMs: 400 })
     const before = (await logs()).length
     const controller = new AbortController()
-    const pending = fetch(`${gw.baseUrl}/v1/chat/completions`, {
-      method: "POST",
-      headers: { authorization: `Bearer ${t.endUserKey}`, "content-type": "application/json" },
-      body: JSON.stringify({ model: "a-only", messages: [{ role: "user", content: "go" }] }),
-      signal: controller.signal
-    }).catch(() => "aborted")
+    const pending = callA(false, controller.signal).catch(() => "aborted")
     await a.waitFor((f) => f.requests.length === 1, 5000)
     controller.abort()
     expect(await pending).toBe("aborted")

@@ -5,7 +5,7 @@ import { InMemorySpanExporter, SimpleSpanProcessor } from "@opentelemetry/sdk-tr
 import { Webhook } from "standardwebhooks"
 import { afterAll, beforeAll, expect, it } from "vitest"
 import { startReceiver } from "./fakes/WebhookReceiver.js"
-import { createEndUser, createPlatform, type Gateway, startGateway } from "./support/Gateway.js"
+import { createEndUser, createPlatform, type Gateway, provisionOpenAiModel, startGateway } from "./support/Gateway.js"
 
 const exporter = new InMemorySpanExporter()
 let gw: Gateway
@@ -91,14 +91,7 @@ it("continues the client's W3C trace, sends traceparent upstream and marks a str
   const { startFakeOpenAi } = await import("./fakes/FakeOpenAi.js")
   const upstream = await startFakeOpenAi()
   try {
-    await gw.call("POST", "/v1/admin/providers", { key: gw.adminKey, body: { slug: "fake", kind: "openai", base_url: upstream.url } })
-    await gw.call("POST", "/v1/admin/models", {
-      key: gw.adminKey,
-      body: { slug: "fake-model", providers: [{ provider: "fake", provider_model_id: "f-1", input_usd_per_mtok: 1, output_usd_per_mtok: 1 }] }
-    })
-    const { platformId, platformKey } = await createPlatform(gw)
-    await gw.call("PUT", `/v1/platforms/${platformId}/provider-keys/fake`, { key: platformKey, body: { api_key: "k" } })
-    await gw.call("POST", `/v1/admin/platforms/${platformId}/platform-wallet/topup`, { key: gw.adminKey, body: { amount_usd: 1 } })
+    const { platformId, platformKey } = await provisionOpenAiModel(gw, upstream.url, { provider: "fake", model: "fake-model" })
     const eu = await createEndUser(gw, platformId, platformKey, "traced-stream")
     exporter.reset()
     const traceId = "4bf92f3577b34da6a3ce929d0e0e4736"

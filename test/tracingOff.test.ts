@@ -2,7 +2,7 @@
 // trace context still reaches the upstream unchanged, and without one nothing is invented.
 import { afterAll, beforeAll, expect, it } from "vitest"
 import { startFakeOpenAi } from "./fakes/FakeOpenAi.js"
-import { createEndUser, createPlatform, type Gateway, startGateway } from "./support/Gateway.js"
+import { createEndUser, type Gateway, provisionOpenAiModel, startGateway } from "./support/Gateway.js"
 
 let gw: Gateway
 let upstream: Awaited<ReturnType<typeof startFakeOpenAi>>
@@ -10,14 +10,7 @@ let endUserKey: string
 beforeAll(async () => {
   gw = await startGateway({ env: { GATEWAY_ALLOW_PRIVATE_URLS: "true" } }) // default tracing: off
   upstream = await startFakeOpenAi()
-  await gw.call("POST", "/v1/admin/providers", { key: gw.adminKey, body: { slug: "fake", kind: "openai", base_url: upstream.url } })
-  await gw.call("POST", "/v1/admin/models", {
-    key: gw.adminKey,
-    body: { slug: "fake-model", providers: [{ provider: "fake", provider_model_id: "f-1", input_usd_per_mtok: 1, output_usd_per_mtok: 1 }] }
-  })
-  const { platformId, platformKey } = await createPlatform(gw)
-  await gw.call("PUT", `/v1/platforms/${platformId}/provider-keys/fake`, { key: platformKey, body: { api_key: "k" } })
-  await gw.call("POST", `/v1/admin/platforms/${platformId}/platform-wallet/topup`, { key: gw.adminKey, body: { amount_usd: 1 } })
+  const { platformId, platformKey } = await provisionOpenAiModel(gw, upstream.url, { provider: "fake", model: "fake-model" })
   endUserKey = (await createEndUser(gw, platformId, platformKey, "untraced")).endUserKey
 })
 afterAll(async () => {

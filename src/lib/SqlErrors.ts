@@ -15,6 +15,10 @@ const sqlState = (e: SqlError): string | undefined => {
 export const isQueryCanceled = (e: { readonly _tag: string }): boolean =>
   e._tag === "SqlError" && sqlState(e as SqlError) === "57014"
 
+/** 40P01 deadlock_detected: the transaction rolled back whole; running it again is safe. */
+export const isDeadlock = (e: { readonly _tag: string }): boolean =>
+  e._tag === "SqlError" && sqlState(e as SqlError) === "40P01"
+
 export const isUniqueViolation = (e: SqlError): boolean => sqlState(e) === "23505"
 
 /** Postgres unreachable or restarting: connection errors and admin shutdown SQLSTATEs. */

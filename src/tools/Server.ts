@@ -56,8 +56,7 @@ const endUser = Effect.gen(function*() {
   if (principal._tag !== "EndUserKey") {
     return yield* new Forbidden({ code: "forbidden", message: "The tool service needs an end-user (sk-eu_) key" })
   }
-  yield* annotateCurrentSpan({ "platform.id": principal.platformId })
-  yield* annotateCurrentSpan({ "end_user.id": principal.endUserId })
+  yield* annotateCurrentSpan({ "platform.id": principal.platformId, "end_user.id": principal.endUserId })
   // Tool calls debit the same budget (MCP sends every message as a POST: all may write).
   yield* (yield* makeReadYourWrites)({ platformId: principal.platformId, endUserId: principal.endUserId }, true)
   return principal satisfies EndUserPrincipal

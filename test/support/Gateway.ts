@@ -136,3 +136,19 @@ export const createEndUser = async (gw: Gateway, platformId: string, platformKey
   if (res.status !== 201) throw new Error(`createEndUser: ${res.status} ${JSON.stringify(res.body)}`)
   return { endUserId: res.body.id as string, endUserKey: res.body.api_key.raw_key as string, body: res.body }
 }
+
+/**
+ * An `openai`-kind provider at `baseUrl` with one model (1 USD per million tokens both ways),
+ * and a platform with its provider key and `walletUsd` in its wallet, ready for inference.
+ */
+export const provisionOpenAiModel = async (gw: Gateway, baseUrl: string, slugs: { provider: string; model: string }, walletUsd = 1) => {
+  await gw.call("POST", "/v1/admin/providers", { key: gw.adminKey, body: { slug: slugs.provider, kind: "openai", base_url: baseUrl } })
+  await gw.call("POST", "/v1/admin/models", {
+    key: gw.adminKey,
+    body: { slug: slugs.model, providers: [{ provider: slugs.provider, provider_model_id: "f-1", input_usd_per_mtok: 1, output_usd_per_mtok: 1 }] }
+  })
+  const platform = await createPlatform(gw)
+  await gw.call("PUT", `/v1/platforms/${platform.platformId}/provider-keys/${slugs.provider}`, { key: platform.platformKey, body: { api_key: "k" } })
+  await gw.call("POST", `/v1/admin/platforms/${platform.platformId}/platform-wallet/topup`, { key: gw.adminKey, body: { amount_usd: walletUsd } })
+  return platform
+}
