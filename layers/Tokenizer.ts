@@ -1,7 +1,41 @@
 // Token counting for pre-flight estimates and for usage the upstream did not report
 // (interrupted streams): a real BPE tokenizer (o200k, gpt-tokenizer), never a char heuristic.
-import { countTokens } from "gpt-tokenizer"
+import { GptEncoding } from "gpt-tokenizer/GptEncoding"
+import { readFileSync } from "node:fs"
+import { createRequire } from "node:module"
 import type { ChatMessage } from "../schemas/Chat.js"
+
+const strictUtf8 = new TextDecoder("utf8", { fatal: true })
+
+/**
+ * The o200k merge ranks, read from the package's `.tiktoken` data file (base64 token, space,
+ * rank per line) in the shape its generated `bpeRanks` module has: the token as a string when
+ * its bytes are exact UTF-8, else as its bytes. Reading the data file instead of importing that
+ * 3 MB JavaScript module keeps its source text out of the heap (it would stay there for the
+ * life of the process, doubled in size in the bundle).
+ */
+const o200kRanks = (): Array<string | Array<number>> => {
+  const file = createRequire(import.meta.url).resolve("gpt-tokenizer/data/o200k_base.tiktoken")
+  const ranks: Array<string | Array<number>> = []
+  for (const line of readFileSync(file, "utf8").split("\n")) {
+    if (line === "") continue
+    const space = line.indexOf(" ")
+    const bytes = Buffer.from(line.slice(0, space), "base64")
+    ranks[Number(line.slice(space + 1))] = exactUtf8(bytes) ?? [...bytes]
+  }
+  return ranks
+}
+
+const exactUtf8 = (bytes: Buffer): string | undefined => {
+  try {
+    const text = strictUtf8.decode(bytes)
+    return Buffer.byteLength(text) === bytes.length ? text : undefined
+  } catch {
+    return undefined
+  }
+}
+
+const { countTokens } = GptEncoding.getEncodingApi("o200k_base", o200kRanks)
 
 const messageText = (message: ChatMessage): string => {
   const content = typeof message.content === "string"

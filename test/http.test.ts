@@ -59,7 +59,11 @@ describe("OpenAPI and docs", () => {
     const res = await fetch(`${gw.baseUrl}/docs`)
     expect(res.status).toBe(200)
     expect(res.headers.get("content-type")).toContain("text/html")
-    expect(await res.text()).toContain("<html")
+    const html = await res.text()
+    expect(html).toContain("<html")
+    // Scalar's viewer comes from its CDN (docs/decisions.md), the API description is inline.
+    expect(html).toContain(`<script src="https://cdn.jsdelivr.net/npm/@scalar/api-reference@1.39.3/dist/browser/standalone.min.js"`)
+    expect(html).toContain('"/v1/chat/completions"')
   })
 })
 

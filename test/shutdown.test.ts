@@ -64,8 +64,11 @@ afterAll(async () => {
 const start = (label: string, shutdownTimeout: string) => {
   const dir = mkdtempSync(join(tmpdir(), `gateway-shutdown-${label}-`))
   dataDirs.push(dir)
+  // The bundle `npm start` runs: this file also proves that it streams, counts tokens, exports
+  // spans through the lazily loaded OpenTelemetry SDK and shuts down cleanly.
   return spawnGateway({
     label,
+    entry: "bundle",
     env: {
       DATABASE_URL: db.url,
       REDIS_URL: undefined,

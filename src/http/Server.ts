@@ -1,6 +1,7 @@
 // The API host ({base_url}, PORT): the HttpApi with its handlers, error mapping, OpenAPI
 // document at /openapi.json, docs page at /docs and a /health probe.
-import { HttpApiBuilder, HttpApiScalar, HttpServerResponse } from "@effect/platform"
+import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
+import { layerCdn as scalarDocsLayer } from "@effect/platform/HttpApiScalar"
 import { Config, Layer } from "effect"
 import { AdminLive } from "../admin/Http.js"
 import { BudgetsLive } from "../budgets/Http.js"
@@ -25,7 +26,9 @@ export const ApiLive = HttpApiBuilder.api(GatewayApi).pipe(
 )
 
 export const HttpAppLive = HttpApiBuilder.serve().pipe(
-  Layer.provide(HttpApiScalar.layer({ path: "/docs" })),
+  // The viewer script from Scalar's CDN, pinned to the version @effect/platform inlines: inlined,
+  // its 3.4 MB would stay in the heap for the life of the process (docs/decisions.md).
+  Layer.provide(scalarDocsLayer({ path: "/docs", version: "1.39.3" })),
   Layer.provide(HttpApiBuilder.middlewareOpenApi({ path: "/openapi.json" })),
   Layer.provide(HealthLive),
   Layer.provide(ApiLive)

@@ -1,8 +1,9 @@
-// A gateway as a real child process (`node --import tsx src/main.ts`), for scale-out tests that
-// need separate processes (own memory, own caches, own pools) on one database. The child binds
-// free ports (PORT=0, MCP_PORT=0) and prints "API listening on ..." / "Tool service listening
-// on ..."; we parse those. Children are stopped with SIGTERM (SIGKILL after a grace period) and,
-// as a last resort, killed when the test process exits.
+// A gateway as a real child process (`node --import tsx src/main.ts`, or the bundle `npm start`
+// runs, `node dist/main.js`, built by the global setup), for tests that need separate processes
+// (own memory, own caches, own pools) on one database. The child binds free ports (PORT=0,
+// MCP_PORT=0) and prints "API listening on ..." / "Tool service listening on ..."; we parse those.
+// Children are stopped with SIGTERM (SIGKILL after a grace period) and, as a last resort, killed
+// when the test process exits.
 import { type ChildProcess, spawn } from "node:child_process"
 import { fileURLToPath } from "node:url"
 import { type ApiResponse, callerFor, type CallOptions } from "./Gateway.js"
@@ -15,6 +16,8 @@ export interface SpawnOptions {
   /** Merged over this process's environment; a value of `undefined` removes the variable. */
   readonly env: Record<string, string | undefined>
   readonly role?: "all" | "api" | "tools"
+  /** `source` (default): the TypeScript sources through tsx; `bundle`: dist/main.js. */
+  readonly entry?: "source" | "bundle"
   readonly startTimeoutMs?: number
 }
 
@@ -58,7 +61,7 @@ const stopProcess = (child: ChildProcess, graceMs: number) =>
     child.kill("SIGTERM")
   })
 
-/** Starts `src/main.ts` in a child process and waits until its listeners are up. */
+/** Starts the gateway in a child process and waits until its listeners are up. */
 export const spawnGateway = async (options: SpawnOptions): Promise<GatewayProcess> => {
   installExitHook()
   const env: Record<string, string> = {}
@@ -66,7 +69,8 @@ export const spawnGateway = async (options: SpawnOptions): Promise<GatewayProces
     if (value !== undefined) env[name] = value
   }
   const role = options.role ?? "all"
-  const child = spawn(process.execPath, ["--import", "tsx", "src/main.ts", "--role", role], {
+  const entry = options.entry === "bundle" ? ["dist/main.js"] : ["--import", "tsx", "src/main.ts"]
+  const child = spawn(process.execPath, [...entry, "--role", role], {
     cwd: ROOT,
     env,
     stdio: ["ignore", "pipe", "pipe"]

@@ -1,6 +1,8 @@
 // One Postgres server for the whole run: DATABASE_URL when set (CI), else an embedded one in a
-// temp dir. Each test file then creates (and drops) its own fresh database on it.
+// temp dir. Each test file then creates (and drops) its own fresh database on it. Also builds
+// `dist/main.js` (what `npm start` runs), for the tests that start the bundle.
 import { Effect, Exit, Scope } from "effect"
+import { execFileSync } from "node:child_process"
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
@@ -14,6 +16,7 @@ declare module "vitest" {
 }
 
 export default async function setup(project: TestProject) {
+  execFileSync("npm", ["run", "build", "--silent"], { stdio: "inherit" })
   const configured = process.env.DATABASE_URL
   if (configured !== undefined && configured !== "") {
     project.provide("pgAdminUrl", configured)

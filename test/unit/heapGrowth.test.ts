@@ -1,0 +1,31 @@
+// GATEWAY_HEAP_GROWING_PERCENT: which V8 flag start-up sets, and the value's validation. What the
+// factor does to memory and speed is the bench's to measure (docs/performance.md).
+import { spawnSync } from "node:child_process"
+import { expect, it } from "vitest"
+import { heapGrowthFlag } from "../../src/HeapGrowth.js"
+
+it("sets a fixed growing factor, 50% unless configured", () => {
+  expect(heapGrowthFlag(undefined, [])).toBe("--heap-growing-percent=50")
+  expect(heapGrowthFlag("", [])).toBe("--heap-growing-percent=50")
+  expect(heapGrowthFlag("80", ["--enable-source-maps"])).toBe("--heap-growing-percent=80")
+})
+
+it("0 keeps V8's adaptive factor; a factor given to node itself wins", () => {
+  expect(heapGrowthFlag("0", [])).toBeUndefined()
+  expect(heapGrowthFlag("50", ["--heap-growing-percent=20"])).toBeUndefined()
+  expect(heapGrowthFlag(undefined, ["--heap_growing_percent=20"])).toBeUndefined()
+})
+
+it("refuses anything but 0 or a positive integer", () => {
+  for (const bad of ["-5", "1.5", "lots"]) expect(() => heapGrowthFlag(bad, [])).toThrow(/must be 0/)
+})
+
+it("the bundle refuses a bad value at start, before anything else runs", () => {
+  const run = spawnSync(process.execPath, ["dist/main.js"], {
+    env: { ...process.env, GATEWAY_HEAP_GROWING_PERCENT: "-1" },
+    encoding: "utf8",
+    timeout: 20_000
+  })
+  expect(run.status).not.toBe(0)
+  expect(run.stderr).toContain("GATEWAY_HEAP_GROWING_PERCENT must be 0")
+})
