@@ -35,7 +35,7 @@ const DOC = join(ROOT, "docs", "performance.md")
 
 type Mode = "json" | "stream"
 type TargetName = "direct" | "proxy" | "gateway"
-const MODES: ReadonlyArray<Mode> = ["json", "stream"]
+const MODES: ReadonlyArray<Mode> = (["json", "stream"] as const).filter((m) => (process.env.BENCH_MODES ?? "json,stream").split(",").includes(m))
 const ALL_TARGETS: ReadonlyArray<TargetName> = ["direct", "proxy", "gateway"]
 /** BENCH_TARGETS narrows the load steps (e.g. "gateway" while profiling); the report wants all three. */
 const TARGETS = ALL_TARGETS.filter((t) => (process.env.BENCH_TARGETS ?? "direct,proxy,gateway").split(",").includes(t))
