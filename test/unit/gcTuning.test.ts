@@ -1,8 +1,8 @@
-// GATEWAY_HEAP_GROWING_PERCENT: which V8 flag start-up sets, and the value's validation. What the
-// factor does to memory and speed is the bench's to measure (docs/performance.md).
+// The V8 garbage-collector flags start-up sets, and GATEWAY_HEAP_GROWING_PERCENT's validation.
+// What they do to memory and speed is the bench's to measure (docs/performance.md).
 import { spawnSync } from "node:child_process"
 import { expect, it } from "vitest"
-import { heapGrowthFlag } from "../../src/HeapGrowth.js"
+import { heapGrowthFlag, pretenuringFlag } from "../../src/GcTuning.js"
 
 it("sets a fixed growing factor, 30% unless configured", () => {
   expect(heapGrowthFlag(undefined, [])).toBe("--heap-growing-percent=30")
@@ -14,6 +14,13 @@ it("0 keeps V8's adaptive factor; a factor given to node itself wins", () => {
   expect(heapGrowthFlag("0", [])).toBeUndefined()
   expect(heapGrowthFlag("50", ["--heap-growing-percent=20"])).toBeUndefined()
   expect(heapGrowthFlag(undefined, ["--heap_growing_percent=20"])).toBeUndefined()
+  expect(heapGrowthFlag("30", ["--enable-source-maps"])).toBe("--heap-growing-percent=30")
+})
+
+it("turns allocation-site pretenuring off unless node was told either way", () => {
+  expect(pretenuringFlag([])).toBe("--no-allocation-site-pretenuring")
+  expect(pretenuringFlag(["--allocation-site-pretenuring"])).toBeUndefined()
+  expect(pretenuringFlag(["--no-allocation_site_pretenuring"])).toBeUndefined()
 })
 
 it("refuses anything but 0 or a positive integer", () => {
