@@ -1,5 +1,5 @@
 // Two V8 garbage-collector settings, made before the rest of the program is loaded (main.ts
-// imports this module first): V8 reads both at every collection, but a heap limit computed, or
+// first imports GcTuningAtStart.ts, which applies them): V8 reads both at every collection, but a heap limit computed, or
 // code compiled, before them would keep the old behaviour for a while. Plain process bootstrap
 // (no Effect Config): it has to run before everything else. A value given to node itself
 // (command line or NODE_OPTIONS) wins over ours. Figures: docs/performance.md steps 22 and 24.
@@ -36,13 +36,16 @@ export const heapGrowthFlag = (raw: string | undefined, nodeArgs: ReadonlyArray<
 export const pretenuringFlag = (nodeArgs: ReadonlyArray<string>): string | undefined =>
   mentions(nodeArgs, "allocation-site-pretenuring") ? undefined : "--no-allocation-site-pretenuring"
 
-try {
-  const nodeArgs = [...process.execArgv, ...(process.env.NODE_OPTIONS ?? "").split(/\s+/)]
-  for (const flag of [heapGrowthFlag(process.env.GATEWAY_HEAP_GROWING_PERCENT, nodeArgs), pretenuringFlag(nodeArgs)]) {
-    if (flag !== undefined) setFlagsFromString(flag)
+/** Sets both flags on this process's V8; a bad GATEWAY_HEAP_GROWING_PERCENT ends the process. */
+export const applyGcTuning = () => {
+  try {
+    const nodeArgs = [...process.execArgv, ...(process.env.NODE_OPTIONS ?? "").split(/\s+/)]
+    for (const flag of [heapGrowthFlag(process.env.GATEWAY_HEAP_GROWING_PERCENT, nodeArgs), pretenuringFlag(nodeArgs)]) {
+      if (flag !== undefined) setFlagsFromString(flag)
+    }
+  } catch (error) {
+    // The message alone: an uncaught error would also print its (minified, one-line) source line.
+    console.error(error instanceof Error ? error.message : String(error))
+    process.exit(1)
   }
-} catch (error) {
-  // The message alone: an uncaught error would also print its (minified, one-line) source line.
-  console.error(error instanceof Error ? error.message : String(error))
-  process.exit(1)
 }

@@ -1,7 +1,7 @@
 // Entry point: `npm start` runs its esbuild bundle (node dist/main.js [--role all|api|tools]).
 // Builds every layer, prints the listening addresses (and demo keys), and shuts down gracefully
 // on SIGINT/SIGTERM.
-import "./GcTuning.js" // first: V8 garbage-collector settings, before the rest is loaded
+import "./GcTuningAtStart.js" // first: V8 garbage-collector settings, before the rest is loaded
 import { Command, Options } from "@effect/cli"
 import { NodeContext, NodeRuntime } from "@effect/platform-node"
 import { Config, Console, Effect, Layer, Redacted } from "effect"
