@@ -45,7 +45,6 @@ export class PlatformWallet extends Effect.Service<PlatformWallet>()("gateway/Pl
         Effect.orDie
       )
 
-
     /**
      * Grouped settlement: many debits in ONE statement, one wallet ledger row each (in order,
      * before/after chained exactly as if applied one by one).

@@ -125,11 +125,14 @@ export class Settlements extends Effect.Service<Settlements>()("gateway/Settleme
 
     /**
      * The log rows of a group in one statement. Returns the ids that were new (the others were
-     * applied before) and, read in the same round trip, which budget events each platform's
-     * webhook endpoints want (so the debits need not ask).
+     * applied before) and, read in the same round trip once per platform, which budget events
+     * its webhook endpoints want (so the debits need not ask).
      */
     const insertLogs = (settlements: ReadonlyArray<Settlement>) =>
-      sql<{ readonly id: string; readonly platform_id: string; readonly endpoint_types: ReadonlyArray<ReadonlyArray<string> | null> }>`INSERT INTO inference_logs (id, platform_id, end_user_id, request_type, provider_id,
+      sql<{
+        readonly fresh: ReadonlyArray<string> | null
+        readonly endpoint_types: Record<string, ReadonlyArray<ReadonlyArray<string> | null>> | null
+      }>`WITH inserted AS (INSERT INTO inference_logs (id, platform_id, end_user_id, request_type, provider_id,
           model_id, model_slug, provider_model_id, prompt_tokens, completion_tokens, total_tokens, latency_ms,
           estimated_cost_usd, status, error_message, token_count_method, billing_status, metadata, created_at)
         SELECT x.id, x.platform_id, x.end_user_id, x.request_type, x.provider_id, x.model_id, x.model_slug,
@@ -141,11 +144,14 @@ export class Settlements extends Effect.Service<Settlements>()("gateway/Settleme
           status text, error_message text, token_count_method text, billing_status text, metadata jsonb,
           created_at timestamptz)
         ON CONFLICT (id) DO NOTHING
-        RETURNING id::text, platform_id::text, (SELECT coalesce(jsonb_agg(ep.event_types), '[]'::jsonb)
-          FROM webhook_endpoints ep WHERE ep.platform_id = inference_logs.platform_id AND ep.is_active) AS endpoint_types`.pipe(
-        Effect.map((rows) => ({
-          fresh: new Set(rows.map((r) => r.id)),
-          subscribed: new Map(rows.map((r) => [r.platform_id, wantedBy(r.endpoint_types)]))
+        RETURNING id, platform_id)
+        SELECT (SELECT jsonb_agg(id::text) FROM inserted) AS fresh,
+          (SELECT jsonb_object_agg(p.platform_id::text, (SELECT coalesce(jsonb_agg(ep.event_types), '[]'::jsonb)
+              FROM webhook_endpoints ep WHERE ep.platform_id = p.platform_id AND ep.is_active))
+            FROM (SELECT DISTINCT platform_id FROM inserted) p) AS endpoint_types`.pipe(
+        Effect.map(([row]) => ({
+          fresh: new Set(row?.fresh ?? []),
+          subscribed: new Map(Object.entries(row?.endpoint_types ?? {}).map(([platformId, types]) => [platformId, wantedBy(types)]))
         }))
       )
 

@@ -57,6 +57,16 @@ const callA = (stream: boolean, signal?: AbortSignal) =>
     body: JSON.stringify({ model: "a-only", messages: [{ role: "user", content: "go" }], ...(stream ? { stream: true } : {}) }),
     ...(signal === undefined ? {} : { signal })
   })
+/** Starts a call to the a-only model and leaves it once the upstream has the request; the log count before. */
+const leaveOnceUpstreamHasIt = async (stream: boolean) => {
+  const before = (await logs()).length
+  const controller = new AbortController()
+  const pending = callA(stream, controller.signal).catch(() => "aborted")
+  await a.waitFor((f) => f.requests.length === 1, 5000)
+  controller.abort()
+  expect(await pending).toBe("aborted")
+  return before
+}
 const logs = async () =>
   (await gw.db.pool.query("SELECT * FROM inference_logs WHERE platform_id = $1 ORDER BY created_at", [t.platformId])).rows
 
@@ -232,12 +242,7 @@ describe("interrupted streams", () => {
   it("a stream whose client leaves before the first byte is billed its prompt, as interrupted", async () => {
     reset()
     a.setBehavior({ responseDelayMs: 3000 }) // the status line would come after 3 s
-    const before = (await logs()).length
-    const controller = new AbortController()
-    const pending = callA(true, controller.signal).catch(() => "aborted")
-    await a.waitFor((f) => f.requests.length === 1, 5000)
-    controller.abort()
-    expect(await pending).toBe("aborted")
+    const before = await leaveOnceUpstreamHasIt(true)
     await a.waitFor((f) => f.requests[0]?.clientClosed === true, 1500)
     await expect.poll(async () => (await logs()).length, { timeout: 1500 }).toBe(before + 1)
     const row = (await logs()).at(-1)
@@ -248,12 +253,7 @@ describe("interrupted streams", () => {
   it("a non-streaming call whose client leaves still gets its answer from upstream and is billed", async () => {
     reset()
     a.setBehavior({ responseDelayMs: 400 })
-    const before = (await logs()).length
-    const controller = new AbortController()
-    const pending = callA(false, controller.signal).catch(() => "aborted")
-    await a.waitFor((f) => f.requests.length === 1, 5000)
-    controller.abort()
-    expect(await pending).toBe("aborted")
+    const before = await leaveOnceUpstreamHasIt(false)
     await expect.poll(async () => (await logs()).length, { timeout: 5000 }).toBe(before + 1)
     expect((await logs()).at(-1)).toMatchObject({ status: "success", billing_status: "billed" })
     expect(a.requests[0]!.clientClosed).toBe(false)

@@ -39,8 +39,10 @@ export const AuthenticationLive = Layer.effect(
           const request = yield* HttpServerRequest.HttpServerRequest
           const principal = yield* keyAuth.authenticate(request.headers.authorization)
           if (principal._tag !== "Admin") {
-            yield* annotateCurrentSpan({ "platform.id": principal.platformId })
-            if (principal._tag === "EndUserKey") yield* annotateCurrentSpan({ "end_user.id": principal.endUserId })
+            yield* annotateCurrentSpan({
+              "platform.id": principal.platformId,
+              ...(principal._tag === "EndUserKey" ? { "end_user.id": principal.endUserId } : {})
+            })
           }
           yield* consistent(principal, request.method, request.url)
           return principal
