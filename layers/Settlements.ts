@@ -6,16 +6,21 @@
 // Until it commits, a settlement is "pending": admission adds pending costs to what it reads
 // (exact, see `unsettled` and `submitted`), and the API's reads wait for the caller's platform
 // (`awaitPlatform`), so a client never sees its own call missing. Shutdown drains the queue.
+// Queued settlements are also journaled to disk (SettlementJournal): a crashed instance's are
+// queued again by the next start.
 import type { SqlError } from "@effect/sql/SqlError"
 import { PgClient } from "@effect/sql-pg"
-import { BigDecimal, Cause, Chunk, Clock, Config, Deferred, Duration, Effect, Option, Queue, Schedule, type Tracer } from "effect"
+import { BigDecimal, Cause, Chunk, Clock, Config, Deferred, Duration, Effect, Option, Queue, Schedule, type Scope, type Tracer } from "effect"
+import { join } from "node:path"
 import type { PlatformSettings } from "../schemas/Platforms.js"
 import { sqlDec } from "../src/lib/Money.js"
 import { currentPeriodStart } from "../src/lib/Periods.js"
 import { isDatabaseOutage, isDeadlock, isQueryCanceled } from "../src/lib/SqlErrors.js"
 import { type Actor, BudgetLedger, type BudgetRow } from "./BudgetLedger.js"
 import { ruleCharge } from "./DisplayLedger.js"
+import { dataDir } from "./EmbeddedPostgres.js"
 import { PlatformWallet } from "./PlatformWallet.js"
+import { type Journal, openJournal, type Segment } from "./SettlementJournal.js"
 import { type BudgetEventType, wantedBy } from "./WebhookOutbox.js"
 
 type WalletSettings = NonNullable<PlatformSettings["end_user_wallet"]>
@@ -63,6 +68,8 @@ export interface Settlement {
 interface Entry {
   readonly settlement: Settlement
   readonly done: Deferred.Deferred<void>
+  /** Where it is journaled (null: journal off, or its write failed). */
+  readonly segment: Segment | null
 }
 
 /** Settlements committed per transaction, at most. */
@@ -107,6 +114,30 @@ const logRowOf = (s: Settlement) => ({
 const traced = (settlement: Settlement) => <A, E, R>(self: Effect.Effect<A, E, R>) =>
   Option.match(settlement.parent, { onNone: () => self, onSome: (span) => Effect.withParentSpan(self, span) })
 
+/**
+ * This instance's settlement journal (GATEWAY_SETTLEMENT_JOURNAL, default on) under
+ * GATEWAY_DATA_DIR/settlements, closed when the scope closes: opened before the writer starts,
+ * it closes after the queue drained.
+ */
+const openSettlementJournal: Effect.Effect<Journal | null, never, PgClient.PgClient | Scope.Scope> = Effect.gen(function*() {
+  const enabled = yield* Config.boolean("GATEWAY_SETTLEMENT_JOURNAL").pipe(Config.withDefault(true))
+  if (!enabled) return null
+  const sql = yield* PgClient.PgClient
+  const [identity] = yield* sql<{ readonly id: string }>`SELECT id::text AS id FROM database_identity`
+  const dir = join(yield* dataDir, "settlements")
+  return yield* Effect.acquireRelease(
+    Effect.try({
+      try: () => openJournal(dir, identity!.id),
+      catch: (error) => new Error(`settlement journal: cannot open ${dir} (GATEWAY_SETTLEMENT_JOURNAL=false turns it off): ${error}`)
+    }),
+    (journal) =>
+      Effect.suspend(() => {
+        const kept = journal.close()
+        return kept.length === 0 ? Effect.void : Effect.logWarning(`settlement journal: unwritten settlements kept for the next start in ${kept.join(", ")}`)
+      })
+  )
+}).pipe(Effect.orDie)
+
 export class Settlements extends Effect.Service<Settlements>()("gateway/Settlements", {
   scoped: Effect.gen(function*() {
     const sql = yield* PgClient.PgClient
@@ -114,6 +145,7 @@ export class Settlements extends Effect.Service<Settlements>()("gateway/Settleme
     const wallet = yield* PlatformWallet
     const drainTimeout = yield* Config.duration("GATEWAY_SHUTDOWN_TIMEOUT").pipe(Config.withDefault(Duration.seconds(30)))
     const queue = yield* Queue.unbounded<Entry>()
+    const journal = yield* openSettlementJournal
     /** Pending settlements by platform, in submission order. */
     const pending = new Map<string, Set<Entry>>()
 
@@ -216,9 +248,12 @@ export class Settlements extends Effect.Service<Settlements>()("gateway/Settleme
     /**
      * Commits a group; Postgres unreachable: retries it (the queue waits) until it is back. A
      * group that fails otherwise is split so that one bad settlement cannot take others with it.
+     * Returns the entries to keep in the journal: those the database stayed away for (the next
+     * start queues them again).
      */
-    const commitGroup = (entries: ReadonlyArray<Entry>): Effect.Effect<void> =>
+    const commitGroup = (entries: ReadonlyArray<Entry>): Effect.Effect<ReadonlyArray<Entry>> =>
       commit(entries).pipe(
+        Effect.as([]),
         Effect.catchAllCause((cause) =>
           outageIn(cause)
             ? Effect.logWarning("settlement postponed: database unavailable").pipe(
@@ -226,13 +261,21 @@ export class Settlements extends Effect.Service<Settlements>()("gateway/Settleme
                 Effect.sandbox,
                 Effect.retry({ schedule: OUTAGE_RETRY, while: outageIn }),
                 Effect.unsandbox
-              ))
+              )),
+              Effect.as([]),
+              Effect.catchAllCause((last) =>
+                outageIn(last)
+                  ? Effect.logError("settlement failed: database unavailable; kept in the settlement journal", last).pipe(
+                    Effect.as(entries)
+                  )
+                  : Effect.failCause(last)
+              )
             )
             : entries.length > 1
-            ? Effect.forEach(entries, (entry) => commitGroup([entry]), { discard: true })
+            ? Effect.map(Effect.forEach(entries, (entry) => commitGroup([entry])), (kept) => kept.flat())
             : Effect.failCause(cause)
         ),
-        Effect.catchAllCause((cause) => Effect.logError("settlement failed", cause))
+        Effect.catchAllCause((cause) => Effect.logError("settlement failed", cause).pipe(Effect.as([])))
       )
 
     const writer = Effect.gen(function*() {
@@ -241,7 +284,7 @@ export class Settlements extends Effect.Service<Settlements>()("gateway/Settleme
       const entries = first.length >= GROUP_SIZE
         ? first
         : Chunk.appendAll(first, yield* Effect.zipRight(Effect.sleep(LINGER), Queue.takeUpTo(queue, GROUP_SIZE - first.length)))
-      yield* commitGroup([...entries]).pipe(Effect.withSpan("Settlements.commit", {
+      const kept = yield* commitGroup([...entries]).pipe(Effect.withSpan("Settlements.commit", {
         attributes: { "settlement.count": entries.length },
         // Each settled call's span, so a trace leads to the group that wrote it and back.
         links: [...entries].flatMap((entry) =>
@@ -249,6 +292,7 @@ export class Settlements extends Effect.Service<Settlements>()("gateway/Settleme
       }))
       for (const entry of entries) {
         forget(entry)
+        if (entry.segment !== null && !kept.includes(entry)) journal?.release(entry.segment)
         yield* Deferred.succeed(entry.done, undefined)
       }
     }).pipe(Effect.forever)
@@ -281,12 +325,18 @@ export class Settlements extends Effect.Service<Settlements>()("gateway/Settleme
     const add = (totals: Map<string, BigDecimal.BigDecimal>, key: string, amount: BigDecimal.BigDecimal) =>
       totals.set(key, BigDecimal.sum(totals.get(key) ?? ZERO, amount))
 
+    /** Appends to the journal; a failed write (disk full) is logged, the settlement still queued. */
+    const journaled = (settlement: Settlement) =>
+      journal === null ? Effect.succeed(null) : Effect.try(() => journal.append(settlement)).pipe(
+        Effect.catchAll((error) => Effect.logError("settlement journal: write failed", error).pipe(Effect.as(null)))
+      )
+
     /** Queues a settlement; returns at once. */
     const submit = (settlement: Settlement) =>
       Effect.gen(function*() {
         add(queuedByPlatform, settlement.platformId, settlement.costUsd)
         if (settlement.endUserId !== null) add(queuedByUser, settlement.endUserId, settlement.costUsd)
-        const entry: Entry = { settlement, done: yield* Deferred.make<void>() }
+        const entry: Entry = { settlement, done: yield* Deferred.make<void>(), segment: yield* journaled(settlement) }
         const set = pending.get(settlement.platformId) ?? new Set<Entry>()
         set.add(entry)
         pending.set(settlement.platformId, set)
@@ -323,6 +373,16 @@ export class Settlements extends Effect.Service<Settlements>()("gateway/Settleme
       wallet: queuedByPlatform.get(platformId) ?? ZERO,
       budget: endUserId === null ? ZERO : queuedByUser.get(endUserId) ?? ZERO
     })
+
+    // What crashed instances left: queued again (and so journaled here) before their files go.
+    if (journal !== null) {
+      const { files, foreign, settlements } = journal.leftovers
+      if (settlements.length > 0) yield* Effect.logWarning(`settlement journal: ${settlements.length} settlements of a stopped instance queued again`)
+      for (const settlement of settlements) yield* submit(settlement)
+      journal.dropLeftovers()
+      if (foreign.length > 0) yield* Effect.logWarning(`settlement journal: ${foreign.length} files of another database left alone: ${foreign.join(", ")}`)
+      if (files.length > 0) yield* Effect.logInfo(`settlement journal: ${files.length} files of stopped instances read`)
+    }
 
     return { submit, pendingOf, submitted, awaitPlatform, awaitEverything } as const
   })

@@ -10,6 +10,7 @@ import tools from "./0007_tools.js"
 import capabilities from "./0008_capabilities.js"
 import skills from "./0009_skills.js"
 import webhookTraceContext from "./0010_webhook_trace_context.js"
+import databaseIdentity from "./0011_database_identity.js"
 
 export const migrations = Migrator.fromRecord({
   "0001_foundation": foundation,
@@ -21,5 +22,6 @@ export const migrations = Migrator.fromRecord({
   "0007_tools": tools,
   "0008_capabilities": capabilities,
   "0009_skills": skills,
-  "0010_webhook_trace_context": webhookTraceContext
+  "0010_webhook_trace_context": webhookTraceContext,
+  "0011_database_identity": databaseIdentity
 })

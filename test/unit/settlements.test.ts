@@ -5,6 +5,9 @@ import { expect, layer } from "@effect/vitest"
 import { PgClient } from "@effect/sql-pg"
 import { BigDecimal, ConfigProvider, Effect, Layer, Option } from "effect"
 import { randomUUID } from "node:crypto"
+import { mkdtempSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
 import { ApiKeys } from "../../layers/ApiKeys.js"
 import { BudgetLedger } from "../../layers/BudgetLedger.js"
 import { DatabaseLive } from "../../layers/Database.js"
@@ -34,7 +37,7 @@ const TestLayer = Layer.mergeAll(Platforms.Default, EndUsers.Default, Settlement
   Layer.provideMerge(Layer.mergeAll(KeyAuthStub, QuietOutbox)),
   Layer.provideMerge(DatabaseLive),
   Layer.provide(TestDatabaseUrlLive),
-  Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map())))
+  Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map([["GATEWAY_DATA_DIR", mkdtempSync(join(tmpdir(), "settlements-test-"))]]))))
 )
 
 const actor = { type: "system", keyId: null } as const
