@@ -144,6 +144,91 @@ const crossesLowBalance = (before: BudgetRow, amount: BigDecimal.BigDecimal): bo
     BigDecimal.lessThanOrEqualTo(BigDecimal.subtract(remainingBefore, amount), threshold)
 }
 
+/** One settlement's part of a grouped debit (see debitManyLocked). */
+export interface DebitItem {
+  readonly amount: BigDecimal.BigDecimal | null
+  readonly display: BigDecimal.BigDecimal
+  readonly reason: string | null
+  readonly metadata: Record<string, unknown>
+  readonly actor: Actor
+  readonly at: Date
+  /** Wraps the item's event writes (the settlement's span, so webhooks join its trace). */
+  readonly traced: <A, E, R>(self: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
+}
+
+interface DebitStep {
+  readonly before: BudgetRow
+  readonly after: BudgetRow
+  readonly id: string
+  readonly crossed: boolean
+  readonly item: DebitItem
+}
+
+/** A budget's debits computed in order: each step's before/after, and the increments to apply. */
+interface DebitPlan {
+  readonly before: BudgetRow
+  readonly final: BudgetRow
+  readonly steps: ReadonlyArray<DebitStep>
+  /** Increments, as debitLocked writes them (numeric keeps the scale of what was added). */
+  readonly usd: string
+  readonly display: string
+}
+
+const planDebits = (before: BudgetRow, items: ReadonlyArray<DebitItem>): DebitPlan => {
+  const steps: Array<DebitStep> = []
+  let row = before
+  for (const item of items) {
+    const usedDisplay = BigDecimal.format(BigDecimal.sum(dec(row.used_display), item.display))
+    if (item.amount === null) {
+      row = { ...row, used_display: usedDisplay }
+      continue
+    }
+    const crossed = crossesLowBalance(row, item.amount)
+    const after: BudgetRow = {
+      ...row,
+      used_usd: BigDecimal.format(BigDecimal.sum(dec(row.used_usd), item.amount)),
+      used_display: usedDisplay,
+      low_balance_armed: row.low_balance_armed && !crossed,
+      updated_at: item.at
+    }
+    steps.push({ before: row, after, id: randomUUID(), crossed, item })
+    row = after
+  }
+  return {
+    before,
+    final: row,
+    steps,
+    usd: BigDecimal.format(BigDecimal.subtract(dec(row.used_usd), dec(before.used_usd))),
+    display: BigDecimal.format(BigDecimal.subtract(dec(row.used_display), dec(before.used_display)))
+  }
+}
+
+/** The ledger rows of plans, numbered in order. */
+const ledgerRowsOf = (plans: ReadonlyArray<DebitPlan>) =>
+  plans.flatMap((plan) => plan.steps).map((step, i) => ({
+    i,
+    id: step.id,
+    budget_id: step.before.id,
+    platform_id: step.before.platform_id,
+    amount: BigDecimal.format(step.item.amount!),
+    max_before: step.before.max_usd,
+    max_after: step.after.max_usd,
+    used_before: step.before.used_usd,
+    used_after: step.after.used_usd,
+    reason: step.item.reason,
+    metadata: step.item.metadata,
+    actor_type: step.item.actor.type,
+    actor_key_id: step.item.actor.keyId,
+    created_at: step.item.at.toISOString()
+  }))
+
+/** The webhook events a plan's steps raise, given what the platform's endpoints want. */
+const eventsOf = (plan: DebitPlan, wanted: (type: BudgetEventType) => boolean) =>
+  plan.steps.flatMap((step) => [
+    ...(step.crossed && wanted("budget.low_balance") ? [{ step, type: "budget.low_balance" as const }] : []),
+    ...(wanted("budget.debited") ? [{ step, type: "budget.debited" as const }] : [])
+  ])
+
 export class BudgetLedger extends Effect.Service<BudgetLedger>()("gateway/BudgetLedger", {
   effect: Effect.gen(function*() {
     const sql = yield* PgClient.PgClient
@@ -219,6 +304,10 @@ export class BudgetLedger extends Effect.Service<BudgetLedger>()("gateway/Budget
         Effect.map((row) => row.is_active ? Option.some(row) : Option.none<BudgetRow>()),
         Effect.catchTag("NotFound", () => Effect.succeed(Option.none<BudgetRow>()))
       )
+
+    /** As lockActive, for a live budget row the caller locked already (grouped settlements). */
+    const activeLocked = (row: BudgetRow, at: Date) =>
+      resetIfDue(row, at).pipe(Effect.map((reset) => reset.is_active ? Option.some(reset) : Option.none<BudgetRow>()))
 
     const resetIfDue = (row: BudgetRow, at: Date) =>
       Effect.gen(function*() {
@@ -432,76 +521,21 @@ export class BudgetLedger extends Effect.Service<BudgetLedger>()("gateway/Budget
      */
     const debitManyLocked = (
       before: BudgetRow,
-      items: ReadonlyArray<{
-        readonly amount: BigDecimal.BigDecimal | null
-        readonly display: BigDecimal.BigDecimal
-        readonly reason: string | null
-        readonly metadata: Record<string, unknown>
-        readonly actor: Actor
-        readonly at: Date
-        /** Wraps the item's event writes (the settlement's span, so webhooks join its trace). */
-        readonly traced: <A, E, R>(self: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
-      }>,
+      items: ReadonlyArray<DebitItem>,
       /** Which event types the platform's endpoints want, when the caller read it already. */
       subscribed?: (type: BudgetEventType) => boolean
     ) =>
       Effect.gen(function*() {
-        const steps: Array<{ readonly before: BudgetRow; readonly after: BudgetRow; readonly id: string; readonly crossed: boolean; readonly item: typeof items[number] }> = []
-        let row = before
-        for (const item of items) {
-          const usedDisplay = BigDecimal.format(BigDecimal.sum(dec(row.used_display), item.display))
-          if (item.amount === null) {
-            row = { ...row, used_display: usedDisplay }
-            continue
-          }
-          const crossed = crossesLowBalance(row, item.amount)
-          const after: BudgetRow = {
-            ...row,
-            used_usd: BigDecimal.format(BigDecimal.sum(dec(row.used_usd), item.amount)),
-            used_display: usedDisplay,
-            low_balance_armed: row.low_balance_armed && !crossed,
-            updated_at: item.at
-          }
-          steps.push({ before: row, after, id: randomUUID(), crossed, item })
-          row = after
-        }
-        if (row === before) return before
-        // Increments, as debitLocked writes them (numeric keeps the scale of what was added).
-        const usd = BigDecimal.subtract(dec(row.used_usd), dec(before.used_usd))
-        const display = BigDecimal.subtract(dec(row.used_display), dec(before.used_display))
-        const update = sql`UPDATE budgets SET used_usd = used_usd + ${BigDecimal.format(usd)},
-            used_display = used_display + ${BigDecimal.format(display)}, low_balance_armed = ${row.low_balance_armed},
-            updated_at = ${row.updated_at}
+        const plan = planDebits(before, items)
+        if (plan.final === before) return before
+        const update = sql`UPDATE budgets SET used_usd = used_usd + ${plan.usd},
+            used_display = used_display + ${plan.display}, low_balance_armed = ${plan.final.low_balance_armed},
+            updated_at = ${plan.final.updated_at}
           WHERE id = ${before.id} RETURNING *`
-        if (steps.length === 0) return (yield* sql<BudgetRow>`${update}`)[0]!
-        const rows = steps.map((step, i) => ({
-          i,
-          id: step.id,
-          amount: BigDecimal.format(step.item.amount!),
-          max_before: step.before.max_usd,
-          max_after: step.after.max_usd,
-          used_before: step.before.used_usd,
-          used_after: step.after.used_usd,
-          reason: step.item.reason,
-          metadata: step.item.metadata,
-          actor_type: step.item.actor.type,
-          actor_key_id: step.item.actor.keyId,
-          created_at: step.item.at.toISOString()
-        }))
-        const insert = sql`INSERT INTO budget_transactions
-            (id, budget_id, platform_id, type, amount_usd, max_usd_before, max_usd_after, used_usd_before,
-             used_usd_after, reason, metadata, actor_type, actor_key_id, created_at)
-          SELECT x.id, ${before.id}, ${before.platform_id}, 'debit', x.amount, x.max_before, x.max_after, x.used_before,
-            x.used_after, x.reason, x.metadata, x.actor_type, x.actor_key_id, x.created_at
-          FROM jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) AS x(i int, id uuid, amount numeric,
-            max_before numeric, max_after numeric, used_before numeric, used_after numeric, reason text, metadata jsonb,
-            actor_type text, actor_key_id text, created_at timestamptz)
-          ORDER BY x.i`
+        if (plan.steps.length === 0) return (yield* sql<BudgetRow>`${update}`)[0]!
+        const insert = insertDebits(ledgerRowsOf([plan]))
         const wanted = subscribed ?? (yield* outbox.subscribedTypes(before.platform_id))
-        const events = steps.flatMap((step) => [
-          ...(step.crossed && wanted("budget.low_balance") ? [{ step, type: "budget.low_balance" as const }] : []),
-          ...(wanted("budget.debited") ? [{ step, type: "budget.debited" as const }] : [])
-        ])
+        const events = eventsOf(plan, wanted)
         // No event wants the ledger rows back (the usual case): rows and budget in one round trip.
         if (events.length === 0) return (yield* sql<BudgetRow>`WITH ledger AS (${insert}) ${update}`)[0]!
         const [final] = yield* sql<BudgetRow>`${update}`
@@ -511,6 +545,52 @@ export class BudgetLedger extends Effect.Service<BudgetLedger>()("gateway/Budget
         }
         return final!
       })
+
+    /**
+     * Several locked, reset budgets' settlements (grouped settlement writes, one budget per end
+     * user): every budget no webhook event is wanted for in ONE statement (ledger rows and
+     * updates of all of them), the others one by one with their events (debitManyLocked).
+     */
+    const debitBudgetsLocked = (
+      batches: ReadonlyArray<{ readonly before: BudgetRow; readonly items: ReadonlyArray<DebitItem> }>,
+      subscribed: (platformId: string) => ((type: BudgetEventType) => boolean) | undefined
+    ) =>
+      Effect.gen(function*() {
+        const quiet: Array<DebitPlan> = []
+        for (const { before, items } of batches) {
+          const plan = planDebits(before, items)
+          if (plan.final === before) continue
+          const wanted = subscribed(before.platform_id) ?? (yield* outbox.subscribedTypes(before.platform_id))
+          if (eventsOf(plan, wanted).length === 0) quiet.push(plan)
+          else yield* debitManyLocked(before, items, wanted)
+        }
+        if (quiet.length === 0) return
+        const updates = JSON.stringify(quiet.map((plan) => ({
+          id: plan.before.id,
+          usd: plan.usd,
+          display: plan.display,
+          armed: plan.final.low_balance_armed,
+          updated_at: plan.final.updated_at.toISOString()
+        })))
+        const update = sql`UPDATE budgets b SET used_usd = b.used_usd + u.usd, used_display = b.used_display + u.display,
+            low_balance_armed = u.armed, updated_at = u.updated_at
+          FROM jsonb_to_recordset(${updates}::jsonb) AS u(id uuid, usd numeric, display numeric, armed boolean, updated_at timestamptz)
+          WHERE b.id = u.id`
+        const rows = ledgerRowsOf(quiet)
+        yield* rows.length === 0 ? update : sql`WITH ledger AS (${insertDebits(rows)}) ${update}`
+      })
+
+    /** The debit rows of plans, in order, as one INSERT ... SELECT. */
+    const insertDebits = (rows: ReadonlyArray<Record<string, unknown>>) =>
+      sql`INSERT INTO budget_transactions
+          (id, budget_id, platform_id, type, amount_usd, max_usd_before, max_usd_after, used_usd_before,
+           used_usd_after, reason, metadata, actor_type, actor_key_id, created_at)
+        SELECT x.id, x.budget_id, x.platform_id, 'debit', x.amount, x.max_before, x.max_after, x.used_before,
+          x.used_after, x.reason, x.metadata, x.actor_type, x.actor_key_id, x.created_at
+        FROM jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) AS x(i int, id uuid, budget_id uuid, platform_id uuid,
+          amount numeric, max_before numeric, max_after numeric, used_before numeric, used_after numeric, reason text,
+          metadata jsonb, actor_type text, actor_key_id text, created_at timestamptz)
+        ORDER BY x.i`
 
     const debit = (platformId: string, endUserId: string, input: LedgerAmount, actor: Actor) =>
       Effect.gen(function*() {
@@ -577,8 +657,10 @@ export class BudgetLedger extends Effect.Service<BudgetLedger>()("gateway/Budget
       debit,
       debitLocked,
       debitManyLocked,
+      debitBudgetsLocked,
       lockCurrent,
       lockActive,
+      activeLocked,
       transactions,
       list,
       findLive,

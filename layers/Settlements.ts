@@ -1,7 +1,8 @@
 // Settlements: the writes of served calls (log row, budget debit, platform wallet debit) leave
 // the request path. A call's settlement is queued when its answer is complete; one writer
-// fiber commits what is queued in grouped transactions: one multi-row statement for the log
-// rows, per budget a lock and one statement for its update and ledger rows, one statement per
+// fiber commits what is queued in grouped transactions: one statement writes the log rows and
+// locks the group's budgets, one writes every budget's ledger rows and update (a budget whose
+// debits raise webhook events, or cross a period boundary, gets statements of its own), one per
 // platform wallet.
 // Until it commits, a settlement is "pending": admission adds pending costs to what it reads
 // (exact, see `unsettled` and `submitted`), and the API's reads wait for the caller's platform
@@ -16,7 +17,7 @@ import type { PlatformSettings } from "../schemas/Platforms.js"
 import { sqlDec } from "../src/lib/Money.js"
 import { currentPeriodStart } from "../src/lib/Periods.js"
 import { isDatabaseOutage, isDeadlock, isQueryCanceled } from "../src/lib/SqlErrors.js"
-import { type Actor, BudgetLedger, type BudgetRow } from "./BudgetLedger.js"
+import { type Actor, BudgetLedger, type BudgetRow, type DebitItem } from "./BudgetLedger.js"
 import { ruleCharge } from "./DisplayLedger.js"
 import { dataDir } from "./EmbeddedPostgres.js"
 import { PlatformWallet } from "./PlatformWallet.js"
@@ -111,6 +112,15 @@ const logRowOf = (s: Settlement) => ({
   created_at: s.at.toISOString()
 })
 
+/** The (platform, end user) pairs whose budgets a group debits, each once. */
+const budgetOwners = (settlements: ReadonlyArray<Settlement>) => {
+  const owners = new Map<string, { readonly platform_id: string; readonly end_user_id: string }>()
+  for (const s of settlements) {
+    if (s.endUserId !== null) owners.set(s.endUserId, { platform_id: s.platformId, end_user_id: s.endUserId })
+  }
+  return [...owners.values()]
+}
+
 const traced = (settlement: Settlement) => <A, E, R>(self: Effect.Effect<A, E, R>) =>
   Option.match(settlement.parent, { onNone: () => self, onSome: (span) => Effect.withParentSpan(self, span) })
 
@@ -157,14 +167,16 @@ export class Settlements extends Effect.Service<Settlements>()("gateway/Settleme
 
     /**
      * The log rows of a group in one statement. Returns the ids that were new (the others were
-     * applied before) and, read in the same round trip once per platform, which budget events
-     * its webhook endpoints want (so the debits need not ask).
+     * applied before) and, read in the same round trip, which budget events each platform's
+     * webhook endpoints want (so the debits need not ask) and the live budgets of the group's
+     * end users, locked (FOR UPDATE, in end user order as the debits used to lock them one by
+     * one), so the debits need not lock them in a round trip each.
      */
     const insertLogs = (settlements: ReadonlyArray<Settlement>) =>
       sql<{
         readonly fresh: ReadonlyArray<string> | null
         readonly endpoint_types: Record<string, ReadonlyArray<ReadonlyArray<string> | null>> | null
-      }>`WITH inserted AS (INSERT INTO inference_logs (id, platform_id, end_user_id, request_type, provider_id,
+      } & { readonly [K in keyof BudgetRow]: BudgetRow[K] | null }>`WITH inserted AS (INSERT INTO inference_logs (id, platform_id, end_user_id, request_type, provider_id,
           model_id, model_slug, provider_model_id, prompt_tokens, completion_tokens, total_tokens, latency_ms,
           estimated_cost_usd, status, error_message, token_count_method, billing_status, metadata, created_at)
         SELECT x.id, x.platform_id, x.end_user_id, x.request_type, x.provider_id, x.model_id, x.model_slug,
@@ -176,14 +188,23 @@ export class Settlements extends Effect.Service<Settlements>()("gateway/Settleme
           status text, error_message text, token_count_method text, billing_status text, metadata jsonb,
           created_at timestamptz)
         ON CONFLICT (id) DO NOTHING
-        RETURNING id, platform_id)
-        SELECT (SELECT jsonb_agg(id::text) FROM inserted) AS fresh,
+        RETURNING id, platform_id),
+      locked AS (SELECT b.* FROM budgets b
+        WHERE (b.platform_id, b.end_user_id) IN (
+            SELECT x.platform_id, x.end_user_id FROM jsonb_to_recordset(${JSON.stringify(budgetOwners(settlements))}::jsonb)
+              AS x(platform_id uuid, end_user_id uuid))
+          AND b.deleted_at IS NULL
+        ORDER BY b.end_user_id FOR UPDATE)
+        SELECT summary.*, locked.* FROM (SELECT (SELECT jsonb_agg(id::text) FROM inserted) AS fresh,
           (SELECT jsonb_object_agg(p.platform_id::text, (SELECT coalesce(jsonb_agg(ep.event_types), '[]'::jsonb)
               FROM webhook_endpoints ep WHERE ep.platform_id = p.platform_id AND ep.is_active))
-            FROM (SELECT DISTINCT platform_id FROM inserted) p) AS endpoint_types`.pipe(
-        Effect.map(([row]) => ({
-          fresh: new Set(row?.fresh ?? []),
-          subscribed: new Map(Object.entries(row?.endpoint_types ?? {}).map(([platformId, types]) => [platformId, wantedBy(types)]))
+            FROM (SELECT DISTINCT platform_id FROM inserted) p) AS endpoint_types) summary
+        LEFT JOIN locked ON true`.pipe(
+        Effect.map((rows) => ({
+          fresh: new Set(rows[0]?.fresh ?? []),
+          subscribed: new Map(Object.entries(rows[0]?.endpoint_types ?? {}).map(([platformId, types]) => [platformId, wantedBy(types)])),
+          budgets: new Map(rows.flatMap(({ fresh: _fresh, endpoint_types: _types, ...budget }) =>
+            budget.id === null ? [] : [[budget.end_user_id!, budget as BudgetRow] as const]))
         }))
       )
 
@@ -203,16 +224,22 @@ export class Settlements extends Effect.Service<Settlements>()("gateway/Settleme
       }
     }
 
-    /** One end user's settlements on their live budget; a period boundary among them resets first. */
+    /**
+     * One end user's settlements on their live budget (`budget`, locked by insertLogs; none: no
+     * live budget); a period boundary among them resets first. Returns the last period's debits,
+     * for the group's one statement (debitBudgetsLocked); those before a boundary are written here.
+     */
     const debitBudget = (
       platformId: string,
       endUserId: string,
+      budget: BudgetRow | undefined,
       settlements: ReadonlyArray<Settlement>,
       subscribed: ((type: BudgetEventType) => boolean) | undefined
     ) =>
       Effect.gen(function*() {
-        const locked = yield* ledger.lockActive(platformId, endUserId, settlements[0]!.at)
-        if (Option.isNone(locked)) return
+        if (budget === undefined) return Option.none()
+        const locked = yield* ledger.activeLocked(budget, settlements[0]!.at)
+        if (Option.isNone(locked)) return Option.none()
         let row = locked.value
         let run: Array<Settlement> = []
         for (const settlement of settlements) {
@@ -220,25 +247,28 @@ export class Settlements extends Effect.Service<Settlements>()("gateway/Settleme
             row = yield* ledger.debitManyLocked(row, run.map((s) => itemOf(s, row)), subscribed)
             run = []
             const reset = yield* ledger.lockActive(platformId, endUserId, settlement.at)
-            if (Option.isNone(reset)) return
+            if (Option.isNone(reset)) return Option.none()
             row = reset.value
           }
           run.push(settlement)
         }
         const last = row
-        yield* ledger.debitManyLocked(last, run.map((s) => itemOf(s, last)), subscribed)
+        return Option.some({ before: last, items: run.map((s) => itemOf(s, last)) })
       })
 
     /** One transaction for a group: log rows, then budgets (by end user), then wallets (by platform). */
     const commit = (entries: ReadonlyArray<Entry>) =>
       Effect.gen(function*() {
         const all = entries.map((entry) => entry.settlement)
-        const { fresh, subscribed } = yield* insertLogs(all)
+        const { budgets, fresh, subscribed } = yield* insertLogs(all)
         const applied = all.filter((s) => fresh.has(s.id))
+        const batches: Array<{ readonly before: BudgetRow; readonly items: ReadonlyArray<DebitItem> }> = []
         for (const [endUserId, list] of groupBy(applied.filter((s) => s.endUserId !== null), (s) => s.endUserId!)) {
           const platformId = list[0]!.platformId
-          yield* debitBudget(platformId, endUserId, list, subscribed.get(platformId))
+          const batch = yield* debitBudget(platformId, endUserId, budgets.get(endUserId), list, subscribed.get(platformId))
+          if (Option.isSome(batch)) batches.push(batch.value)
         }
+        yield* ledger.debitBudgetsLocked(batches, (platformId) => subscribed.get(platformId))
         const billed = applied.filter((s) => BigDecimal.greaterThan(s.costUsd, ZERO))
         for (const [platformId, list] of groupBy(billed, (s) => s.platformId)) {
           yield* wallet.debitMany(platformId, list.map((s) => ({ amount: s.costUsd, metadata: s.details })))

@@ -141,4 +141,43 @@ layer(TestLayer, { timeout: "60 seconds", excludeTestServices: true })("Settleme
       expect(wallet!.n).toBe(1)
       expect(BigDecimal.format(dec(wallet!.balance))).toBe("9.875")
     }))
+
+  it.effect("a group of several end users: each budget gets its own debits, chained in order", () =>
+    Effect.gen(function*() {
+      const sql = yield* PgClient.PgClient
+      const ledger = yield* BudgetLedger
+      const settlements = yield* Settlements
+      const { platformId, endUserId: first } = yield* setup("many")
+      const users = [first]
+      for (const name of ["many-2", "many-3"]) users.push((yield* (yield* EndUsers).create(platformId, { external_id: name }, actor)).user.id)
+      for (const user of users) yield* ledger.create(platformId, user, { max_usd: usd("5"), period: "one_time", auto_replenish: false }, actor)
+      // One without a budget: logged and debited from the wallet only.
+      const unbudgeted = (yield* (yield* EndUsers).create(platformId, { external_id: "many-none" }, actor)).user.id
+      const costs = ["0.1", "0.02", "0.003"]
+      // Submitted back to back: the writer takes them into one group.
+      for (let round = 0; round < 2; round++) {
+        for (const [i, user] of users.entries()) yield* settlements.submit(settlementOf(platformId, user, costs[i]!, new Date()))
+      }
+      yield* settlements.submit(settlementOf(platformId, unbudgeted, "1", new Date()))
+      yield* settlements.awaitEverything("10 seconds")
+
+      for (const [i, user] of users.entries()) {
+        const rows = yield* sql<{ amount: string; before: string; after: string }>`SELECT t.amount_usd::text AS amount,
+            t.used_usd_before::text AS before, t.used_usd_after::text AS after
+          FROM budget_transactions t JOIN budgets b ON b.id = t.budget_id
+          WHERE b.end_user_id = ${user} AND t.type = 'debit' ORDER BY t.seq`
+        const cost = dec(costs[i]!)
+        expect(rows.map((r) => [r.amount, r.before, r.after].map((v) => BigDecimal.format(dec(v))))).toEqual([
+          [BigDecimal.format(cost), "0", BigDecimal.format(cost)],
+          [BigDecimal.format(cost), BigDecimal.format(cost), BigDecimal.format(BigDecimal.sum(cost, cost))]
+        ])
+        const [budget] = yield* sql<{ used: string }>`SELECT used_usd::text AS used FROM budgets WHERE end_user_id = ${user}`
+        expect(BigDecimal.format(dec(budget!.used))).toBe(BigDecimal.format(BigDecimal.sum(cost, cost)))
+      }
+      const [wallet] = yield* sql<{ n: number; balance: string }>`SELECT
+          (SELECT count(*)::int FROM platform_wallet_transactions WHERE platform_id = ${platformId} AND type = 'debit') AS n,
+          (SELECT balance_usd::text FROM platform_wallets WHERE platform_id = ${platformId}) AS balance`
+      expect(wallet!.n).toBe(7)
+      expect(BigDecimal.format(dec(wallet!.balance))).toBe("8.754")
+    }))
 })
