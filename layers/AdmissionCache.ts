@@ -19,7 +19,8 @@ export interface CachedAdmission {
 const keyOf = (platformId: string, endUserId: string | null, model: string) => `${platformId}\u0000${endUserId ?? ""}\u0000${model}`
 
 export class AdmissionCache extends Effect.Service<AdmissionCache>()("gateway/AdmissionCache", {
-  effect: Effect.gen(function*() {
+  scoped: Effect.gen(function*() {
+    const scope = yield* Effect.scope
     const ttl = yield* Config.duration("GATEWAY_ADMISSION_CACHE_TTL").pipe(Config.withDefault(Duration.seconds(1)), Effect.orDie)
     const ttlMs = Duration.toMillis(ttl)
     /** platform id -> its entries by key (dropping a platform is one delete). */
@@ -41,7 +42,12 @@ export class AdmissionCache extends Effect.Service<AdmissionCache>()("gateway/Ad
       forPlatform.set(keyOf(platformId, endUserId, model), entry)
     }
 
-    /** Loads in flight by key: concurrent misses of one key share one read (no stampede at expiry). */
+    /**
+     * Loads in flight by key: concurrent misses of one key share one read (no stampede at expiry).
+     * The read runs in a fiber of the cache's own: a caller that goes away (its client hung up)
+     * only stops waiting. Run in the first caller's fiber, its interruption reached every caller
+     * waiting for the same read, and their clients, still connected, got a 499.
+     */
     const loading = new Map<string, Deferred.Deferred<CachedAdmission>>()
 
     /**
@@ -70,7 +76,9 @@ export class AdmissionCache extends Effect.Service<AdmissionCache>()("gateway/Ad
               loading.delete(key)
               return Deferred.done(done, Exit.isSuccess(exit) ? exit : Exit.failCause(exit.cause) as Exit.Exit<CachedAdmission>)
             })
-          )
+          ),
+          Effect.forkIn(scope),
+          Effect.zipRight(Deferred.await(done))
         )
       })
 
