@@ -28,6 +28,8 @@ const TTFB_REQUESTS = Math.max(1, Math.floor(envNumber("BENCH_TTFB_REQUESTS", 20
 const CONNECTIONS = (process.env.BENCH_CONNECTIONS ?? "1,16,64,256").split(",").map((s) => Number(s.trim()))
   .filter((n) => Number.isInteger(n) && n > 0)
 const WRITE_DOC = process.env.BENCH_WRITE_DOC !== "0"
+/** End users of the bench platform; the gateway's calls rotate over their keys (a platform's traffic comes from many). */
+const END_USERS = Math.max(1, Math.floor(envNumber("BENCH_END_USERS", 1)))
 /** Extra node flags for the gateway only, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof". */
 const GATEWAY_NODE_ARGS = (process.env.BENCH_GATEWAY_NODE_ARGS ?? "").split(" ").filter((a) => a !== "")
 const ROOT = fileURLToPath(new URL("..", import.meta.url))
@@ -251,7 +253,8 @@ class Samples {
 interface Target {
   readonly name: TargetName
   readonly base: string
-  readonly key: string
+  /** Bearer keys, used in turn. */
+  readonly keys: ReadonlyArray<string>
 }
 
 const chatBody = (mode: Mode) =>
@@ -265,7 +268,12 @@ const chatBody = (mode: Mode) =>
     ...(mode === "stream" ? { stream: true, stream_options: { include_usage: true } } : {})
   })
 
-const headersFor = (target: Target) => ({ "content-type": "application/json", authorization: `Bearer ${target.key}` })
+let keyTurn = 0
+/** The headers of the target's next call: its keys in turn. */
+const headersFor = (target: Target) => ({
+  "content-type": "application/json",
+  authorization: `Bearer ${target.keys[keyTurn++ % target.keys.length]}`
+})
 
 /** Gateway request ids from successful answers: the ledger audit checks each one. */
 const gatewayIds = new Set<string>()
@@ -322,6 +330,7 @@ const load = (target: Target, mode: Mode, connections: number, seconds: number, 
           path: "/v1/chat/completions",
           headers: headersFor(target),
           body: chatBody(mode),
+          ...(target.keys.length > 1 ? { setupRequest: (req: autocannon.Request) => ({ ...req, headers: headersFor(target) }) } : {}),
           onResponse: (status: number, body: string) => {
             statuses[status] = (statuses[status] ?? 0) + 1
             if ((status < 200 || status >= 300) && firstFailure === null) firstFailure = `${status} ${body.slice(0, 300)}`
@@ -456,11 +465,13 @@ const setUpGateway = async (base: string, adminKey: string, upstreamUrl: string)
   const platformKey = platform.api_key.raw_key as string
   await api(base, platformKey, "PUT", `/v1/platforms/${platformId}/provider-keys/${PROVIDER}`, { api_key: "sk-bench-upstream-key" })
   await api(base, adminKey, "POST", `/v1/admin/platforms/${platformId}/platform-wallet/topup`, { amount_usd: Number(WALLET_TOPUP) })
-  const user = await api(base, platformKey, "POST", `/v1/platforms/${platformId}/end-users`, { external_id: "bench-user" })
-  const endUserId = user.id as string
-  const endUserKey = user.api_key.raw_key as string
-  await api(base, platformKey, "POST", `/v1/platforms/${platformId}/end-users/${endUserId}/budget`, { max_usd: 1_000_000 })
-  return { platformId, platformKey, endUserId, endUserKey }
+  const endUserKeys: Array<string> = []
+  for (let i = 0; i < END_USERS; i++) {
+    const user = await api(base, platformKey, "POST", `/v1/platforms/${platformId}/end-users`, { external_id: `bench-user-${i}` })
+    await api(base, platformKey, "POST", `/v1/platforms/${platformId}/end-users/${user.id}/budget`, { max_usd: 1_000_000 })
+    endUserKeys.push(user.api_key.raw_key as string)
+  }
+  return { platformId, platformKey, endUserKeys }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -517,7 +528,7 @@ const upstreamCallsFor = async (upstreamUrl: string, model: string) => {
   }
 }
 
-const auditLedger = async (dbUrl: string, platformId: string, endUserId: string, upstreamUrl: string): Promise<Audit> => {
+const auditLedger = async (dbUrl: string, platformId: string, upstreamUrl: string): Promise<Audit> => {
   const client = new pg.Client({ connectionString: dbUrl })
   await client.connect()
   try {
@@ -567,18 +578,18 @@ const auditLedger = async (dbUrl: string, platformId: string, endUserId: string,
     const totals = (await client.query(`
       SELECT (SELECT coalesce(sum(estimated_cost_usd), 0) FROM inference_logs WHERE platform_id = $1)::text AS log_cost,
              (SELECT coalesce(sum(amount_usd), 0) FROM budget_transactions WHERE platform_id = $1 AND type = 'debit')::text AS debit_sum,
-             ($3::numeric - (SELECT balance_usd FROM platform_wallets WHERE platform_id = $1))::text AS wallet_change,
+             ($2::numeric - (SELECT balance_usd FROM platform_wallets WHERE platform_id = $1))::text AS wallet_change,
              (SELECT coalesce(sum(amount_usd), 0) FROM platform_wallet_transactions WHERE platform_id = $1 AND type = 'debit')::text AS wallet_debits,
-             (SELECT used_usd FROM budgets WHERE end_user_id = $2 AND deleted_at IS NULL)::text AS used,
+             (SELECT sum(used_usd) FROM budgets WHERE platform_id = $1 AND deleted_at IS NULL)::text AS used,
              (SELECT count(*) FROM inference_logs WHERE platform_id = $1)::int AS log_rows,
              (SELECT count(*) FROM budget_transactions WHERE platform_id = $1 AND type = 'debit')::int AS debit_rows,
-             (SELECT coalesce(sum(estimated_cost_usd), 0) = $3::numeric - (SELECT balance_usd FROM platform_wallets WHERE platform_id = $1)
+             (SELECT coalesce(sum(estimated_cost_usd), 0) = $2::numeric - (SELECT balance_usd FROM platform_wallets WHERE platform_id = $1)
                  FROM inference_logs WHERE platform_id = $1) AS wallet_ok,
              (SELECT coalesce(sum(amount_usd), 0) FROM platform_wallet_transactions WHERE platform_id = $1 AND type = 'debit')
                  = (SELECT coalesce(sum(estimated_cost_usd), 0) FROM inference_logs WHERE platform_id = $1) AS wallet_rows_ok,
-             (SELECT used_usd FROM budgets WHERE end_user_id = $2 AND deleted_at IS NULL)
+             (SELECT sum(used_usd) FROM budgets WHERE platform_id = $1 AND deleted_at IS NULL)
                  = (SELECT coalesce(sum(amount_usd), 0) FROM budget_transactions WHERE platform_id = $1 AND type = 'debit') AS budget_ok`,
-      [platformId, endUserId, WALLET_TOPUP])).rows[0]
+      [platformId, WALLET_TOPUP])).rows[0]
     const chain = (await client.query(`
       SELECT bool_and(b.used_usd = t.used_sum AND t.chained) AS ok
       FROM budgets b JOIN (
@@ -587,7 +598,7 @@ const auditLedger = async (dbUrl: string, platformId: string, endUserId: string,
         FROM (SELECT *, lag(used_usd_after) OVER w AS prev_used, lag(max_usd_after) OVER w AS prev_max
               FROM budget_transactions WINDOW w AS (PARTITION BY budget_id ORDER BY seq)) x
         GROUP BY budget_id) t ON t.budget_id = b.id
-      WHERE b.end_user_id = $1`, [endUserId])).rows[0]
+      WHERE b.platform_id = $1`, [platformId])).rows[0]
     return {
       okCalls: gatewayIds.size + gatewayOkWithoutId,
       okWithoutId: gatewayOkWithoutId,
@@ -726,7 +737,7 @@ const render = (report: Report) => {
     `reference proxy peak ${mb(rss.proxyPeakMb)} MB.`)
   out.push("")
   const statusList = Object.entries(audit.cutOffStatuses).map(([s, n]) => `${n} ${s}`).join(", ") || "none"
-  out.push(`Ledger audit (platform "Bench", one end user): ${audit.okCalls} successful gateway calls seen by the clients ` +
+  out.push(`Ledger audit (platform "Bench", ${END_USERS === 1 ? "one end user" : `${END_USERS} end users`}): ${audit.okCalls} successful gateway calls seen by the clients ` +
     `(${audit.okWithoutId} without a request id); ${audit.logRows} inference_logs rows, ${audit.debitRows} budget debit rows. ` +
     `Per request id: ${audit.lostLogs} lost / ${audit.doubleLogs} double log rows, ${audit.lostDebits} lost / ${audit.doubleDebits} double debits, ` +
     `${audit.walletDebitAnomalies} calls without exactly one wallet debit. ` +
@@ -843,9 +854,9 @@ const main = async () => {
   log(`gateway ${gatewayUrl} (pid ${gatewayPid})`)
   const setup = await setUpGateway(gatewayUrl, adminKey, upstreamUrl)
   const targets: Record<TargetName, Target> = {
-    direct: { name: "direct", base: upstreamUrl, key: "sk-bench-upstream-key" },
-    proxy: { name: "proxy", base: proxyUrl, key: "sk-bench-upstream-key" },
-    gateway: { name: "gateway", base: gatewayUrl, key: setup.endUserKey }
+    direct: { name: "direct", base: upstreamUrl, keys: ["sk-bench-upstream-key"] },
+    proxy: { name: "proxy", base: proxyUrl, keys: ["sk-bench-upstream-key"] },
+    gateway: { name: "gateway", base: gatewayUrl, keys: setup.endUserKeys }
   }
   // Smoke test: one answer of each kind through the gateway before measuring anything.
   for (const mode of MODES) {
@@ -891,7 +902,7 @@ const main = async () => {
   const ttfbs = await ttfb(ALL_TARGETS.map((name) => targets[name]), TTFB_REQUESTS)
 
   log("ledger audit")
-  const audit = await auditLedger(dbUrl, setup.platformId, setup.endUserId, upstreamUrl)
+  const audit = await auditLedger(dbUrl, setup.platformId, upstreamUrl)
   sampler.sample()
   const hwm = readStatusKb(gatewayPid, "VmHWM")
   const pgVersion = await (async () => {
