@@ -104,7 +104,7 @@ export interface Journal {
 
 /** Opens this instance's journal in `dir` for the database `database`, reading what gone instances left. */
 export const openJournal = (dir: string, database: string, limits: JournalLimits = LIMITS): Journal => {
-  mkdirSync(dir, { recursive: true })
+  mkdirSync(dir, { recursive: true, mode: 0o700 })
   const header = JSON.stringify({ journal: 1, database }) + "\n"
 
   const seen = new Set<string>()
@@ -140,7 +140,8 @@ export const openJournal = (dir: string, database: string, limits: JournalLimits
   let sequence = 0
   const startSegment = (): Segment => {
     const path = join(dir, `${instance}-${String(sequence++).padStart(6, "0")}.jsonl`)
-    const fd = openSync(path, "a")
+    // Owner only: the lines carry tenants' ids, costs and request metadata.
+    const fd = openSync(path, "a", 0o600)
     writeSync(fd, header)
     liveFiles.add(path)
     const segment: Segment = { path, fd, headerBytes: Buffer.byteLength(header), bytes: Buffer.byteLength(header), open: 0 }

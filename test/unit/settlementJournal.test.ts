@@ -3,7 +3,7 @@
 // databases' and live instances' journals left alone). The crash itself: test/settlementJournal.test.ts.
 import { BigDecimal, Option } from "effect"
 import { randomUUID } from "node:crypto"
-import { appendFileSync, copyFileSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs"
+import { appendFileSync, copyFileSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { afterEach, describe, expect, it } from "vitest"
@@ -73,6 +73,7 @@ describe("settlement journal", () => {
     expect(second.leftovers.files).toHaveLength(2)
     second.dropLeftovers()
     expect(files(dir)).toHaveLength(1) // only the new instance's own segment
+    expect(statSync(join(dir, files(dir)[0]!)).mode & 0o777).toBe(0o600)
     second.close()
     expect(files(dir)).toHaveLength(0)
   })
