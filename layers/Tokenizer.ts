@@ -1,6 +1,7 @@
 // Token counting for pre-flight estimates and for usage the upstream did not report
 // (interrupted streams): a real BPE tokenizer (o200k, gpt-tokenizer), never a char heuristic.
 import { GptEncoding } from "gpt-tokenizer/GptEncoding"
+import { createHash } from "node:crypto"
 import { readFileSync } from "node:fs"
 import { createRequire } from "node:module"
 import type { ChatMessage } from "../schemas/Chat.js"
@@ -37,6 +38,35 @@ const exactUtf8 = (bytes: Buffer): string | undefined => {
 
 const { countTokens } = GptEncoding.getEncodingApi("o200k_base", o200kRanks)
 
+/**
+ * `count` remembering the counts of long texts (by SHA-256, the least recently used dropped past
+ * `entries`): a conversation resends its whole history with every call, and counting it again
+ * each turn cost about 2.5 ms of CPU per call at 20,000 tokens. Short texts are counted directly
+ * (a few microseconds), so the cache holds only what is worth it and stays small.
+ */
+export const cachedCounter = (
+  count: (text: string) => number,
+  { entries, minChars }: { readonly entries: number; readonly minChars: number }
+) => {
+  const counts = new Map<string, number>()
+  return (text: string): number => {
+    if (text.length < minChars) return count(text)
+    const key = createHash("sha256").update(text).digest("base64")
+    const known = counts.get(key)
+    if (known !== undefined) {
+      counts.delete(key) // most recently used last
+      counts.set(key, known)
+      return known
+    }
+    const counted = count(text)
+    counts.set(key, counted)
+    if (counts.size > entries) counts.delete(counts.keys().next().value!)
+    return counted
+  }
+}
+
+const countMessageTokens = cachedCounter(countTokens, { entries: 10_000, minChars: 512 })
+
 const messageText = (message: ChatMessage): string => {
   const content = typeof message.content === "string"
     ? message.content
@@ -47,6 +77,6 @@ const messageText = (message: ChatMessage): string => {
 
 /** Prompt tokens of a chat request: content plus a small per-message framing overhead. */
 export const countPromptTokens = (messages: ReadonlyArray<ChatMessage>): number =>
-  messages.reduce((sum, m) => sum + countTokens(messageText(m)) + 4, 3)
+  messages.reduce((sum, m) => sum + countMessageTokens(messageText(m)) + 4, 3)
 
 export const countTextTokens = (text: string): number => text === "" ? 0 : countTokens(text)
