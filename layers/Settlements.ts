@@ -295,9 +295,12 @@ export class Settlements extends Effect.Service<Settlements>()("gateway/Settleme
               Effect.as([]),
               Effect.catchAllCause((last) =>
                 outageIn(last)
-                  ? Effect.logError("settlement failed: database unavailable; kept in the settlement journal", last).pipe(
-                    Effect.as(entries)
-                  )
+                  ? Effect.logError(
+                    journal === null
+                      ? "settlement failed: database unavailable"
+                      : "settlement failed: database unavailable; kept in the settlement journal for the next start",
+                    last
+                  ).pipe(Effect.as(entries))
                   : Effect.failCause(last)
               )
             )
