@@ -528,13 +528,18 @@ export class BudgetLedger extends Effect.Service<BudgetLedger>()("gateway/Budget
       Effect.gen(function*() {
         const plan = planDebits(before, items)
         if (plan.final === before) return before
+        return yield* writePlan(plan, subscribed ?? (yield* outbox.subscribedTypes(before.platform_id)))
+      })
+
+    /** One budget's planned debits, with the events the platform's endpoints want. */
+    const writePlan = (plan: DebitPlan, wanted: (type: BudgetEventType) => boolean) =>
+      Effect.gen(function*() {
         const update = sql`UPDATE budgets SET used_usd = used_usd + ${plan.usd},
             used_display = used_display + ${plan.display}, low_balance_armed = ${plan.final.low_balance_armed},
             updated_at = ${plan.final.updated_at}
-          WHERE id = ${before.id} RETURNING *`
+          WHERE id = ${plan.before.id} RETURNING *`
         if (plan.steps.length === 0) return (yield* sql<BudgetRow>`${update}`)[0]!
         const insert = insertDebits(ledgerRowsOf([plan]))
-        const wanted = subscribed ?? (yield* outbox.subscribedTypes(before.platform_id))
         const events = eventsOf(plan, wanted)
         // No event wants the ledger rows back (the usual case): rows and budget in one round trip.
         if (events.length === 0) return (yield* sql<BudgetRow>`WITH ledger AS (${insert}) ${update}`)[0]!
@@ -549,7 +554,7 @@ export class BudgetLedger extends Effect.Service<BudgetLedger>()("gateway/Budget
     /**
      * Several locked, reset budgets' settlements (grouped settlement writes, one budget per end
      * user): every budget no webhook event is wanted for in ONE statement (ledger rows and
-     * updates of all of them), the others one by one with their events (debitManyLocked).
+     * updates of all of them), the others one by one with their events (writePlan).
      */
     const debitBudgetsLocked = (
       batches: ReadonlyArray<{ readonly before: BudgetRow; readonly items: ReadonlyArray<DebitItem> }>,
@@ -562,7 +567,7 @@ export class BudgetLedger extends Effect.Service<BudgetLedger>()("gateway/Budget
           if (plan.final === before) continue
           const wanted = subscribed(before.platform_id) ?? (yield* outbox.subscribedTypes(before.platform_id))
           if (eventsOf(plan, wanted).length === 0) quiet.push(plan)
-          else yield* debitManyLocked(before, items, wanted)
+          else yield* writePlan(plan, wanted)
         }
         if (quiet.length === 0) return
         const updates = JSON.stringify(quiet.map((plan) => ({

@@ -276,34 +276,36 @@ export class Settlements extends Effect.Service<Settlements>()("gateway/Settleme
       }).pipe(sql.withTransaction, Effect.retry({ while: isRetriable, times: 5 }))
 
     /**
-     * Commits a group; Postgres unreachable: retries it (the queue waits) until it is back. A
-     * group that fails otherwise is split so that one bad settlement cannot take others with it.
-     * Returns the entries to keep in the journal: those the database stayed away for (the next
-     * start queues them again).
+     * The database went away while committing a group: retry it (the queue waits) until it is
+     * back, for up to OUTAGE_RETRY; past that, it is kept in the journal for the next start.
+     */
+    const commitThroughOutage = (entries: ReadonlyArray<Entry>): Effect.Effect<ReadonlyArray<Entry>, unknown> =>
+      Effect.logWarning("settlement postponed: database unavailable").pipe(
+        Effect.zipRight(commit(entries).pipe(Effect.sandbox, Effect.retry({ schedule: OUTAGE_RETRY, while: outageIn }), Effect.unsandbox)),
+        Effect.as([]),
+        Effect.catchAllCause((last) =>
+          outageIn(last)
+            ? Effect.logError(
+              journal === null
+                ? "settlement failed: database unavailable"
+                : "settlement failed: database unavailable; kept in the settlement journal for the next start",
+              last
+            ).pipe(Effect.as(entries))
+            : Effect.failCause(last)
+        )
+      )
+
+    /**
+     * Commits a group (see commitThroughOutage for an outage). A group that fails otherwise is
+     * split so that one bad settlement cannot take others with it. Returns the entries to keep
+     * in the journal.
      */
     const commitGroup = (entries: ReadonlyArray<Entry>): Effect.Effect<ReadonlyArray<Entry>> =>
       commit(entries).pipe(
         Effect.as([]),
         Effect.catchAllCause((cause) =>
           outageIn(cause)
-            ? Effect.logWarning("settlement postponed: database unavailable").pipe(
-              Effect.zipRight(commit(entries).pipe(
-                Effect.sandbox,
-                Effect.retry({ schedule: OUTAGE_RETRY, while: outageIn }),
-                Effect.unsandbox
-              )),
-              Effect.as([]),
-              Effect.catchAllCause((last) =>
-                outageIn(last)
-                  ? Effect.logError(
-                    journal === null
-                      ? "settlement failed: database unavailable"
-                      : "settlement failed: database unavailable; kept in the settlement journal for the next start",
-                    last
-                  ).pipe(Effect.as(entries))
-                  : Effect.failCause(last)
-              )
-            )
+            ? commitThroughOutage(entries)
             : entries.length > 1
             ? Effect.map(Effect.forEach(entries, (entry) => commitGroup([entry])), (kept) => kept.flat())
             : Effect.failCause(cause)

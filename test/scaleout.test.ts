@@ -16,7 +16,7 @@ import { join } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { mintKey } from "../layers/KeyFormat.js"
 import { startReceiver, type WebhookReceiver } from "./fakes/WebhookReceiver.js"
-import { type GatewayProcess, spawnGateway } from "./support/Process.js"
+import { type GatewayProcess, spawnEnv, spawnGateway } from "./support/Process.js"
 import { createTestDatabase, type TestDatabase } from "./support/TestDatabase.js"
 
 const redisUrl = process.env.REDIS_URL !== undefined && process.env.REDIS_URL !== "" ? process.env.REDIS_URL : undefined
@@ -35,25 +35,19 @@ beforeAll(async () => {
   // emit an unhandled 'error'. Such late errors of the assertion pool are of no interest here.
   db.pool.on("connect", (client) => client.on("error", () => undefined))
   receiver = await startReceiver()
-  const shared = {
-    DATABASE_URL: db.url,
-    REDIS_URL: redisUrl,
-    PORT: "0",
-    MCP_PORT: "0",
-    HOST: "127.0.0.1",
-    GATEWAY_ADMIN_KEY: adminKey,
-    GATEWAY_ENCRYPTION_KEY: randomBytes(32).toString("base64"),
-    GATEWAY_DEMO: "false",
-    GATEWAY_ALLOW_PRIVATE_URLS: "true",
-    GATEWAY_WEBHOOK_RETRY_SCHEDULE: "0s,1s,1s",
-    DATABASE_POOL_SIZE: "8",
-    // Tracing stays off whatever the developer's shell says.
-    OTEL_EXPORTER_OTLP_ENDPOINT: undefined
-  }
+  const encryptionKey = randomBytes(32).toString("base64")
   const start = (label: string) => {
     const dir = mkdtempSync(join(tmpdir(), `gateway-scaleout-${label}-`))
     dataDirs.push(dir)
-    return spawnGateway({ label, env: { ...shared, GATEWAY_DATA_DIR: dir } })
+    // Tracing stays off whatever the developer's shell says (spawnEnv).
+    return spawnGateway({
+      label,
+      env: spawnEnv({ databaseUrl: db.url, dataDir: dir, adminKey, encryptionKey }, {
+        REDIS_URL: redisUrl,
+        GATEWAY_WEBHOOK_RETRY_SCHEDULE: "0s,1s,1s",
+        DATABASE_POOL_SIZE: "8"
+      })
+    })
   }
   // One after the other: on a brand-new database two instances starting at the same instant can
   // race on the migrator's `CREATE TABLE IF NOT EXISTS schema_migrations` (duplicate pg_type row;

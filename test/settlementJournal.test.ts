@@ -10,7 +10,8 @@ import type pg from "pg"
 import { afterAll, beforeAll, expect, it } from "vitest"
 import { mintKey } from "../layers/KeyFormat.js"
 import { type FakeUpstream, startFakeOpenAi } from "./fakes/FakeOpenAi.js"
-import { type GatewayProcess, spawnGateway } from "./support/Process.js"
+import { ok } from "./support/Gateway.js"
+import { type GatewayProcess, spawnEnv, spawnGateway } from "./support/Process.js"
 import { createTestDatabase, type TestDatabase } from "./support/TestDatabase.js"
 
 let db: TestDatabase
@@ -36,25 +37,8 @@ const start = (label: string) =>
   spawnGateway({
     label,
     entry: "bundle",
-    env: {
-      DATABASE_URL: db.url,
-      REDIS_URL: undefined,
-      PORT: "0",
-      MCP_PORT: "0",
-      HOST: "127.0.0.1",
-      GATEWAY_ADMIN_KEY: adminKey,
-      GATEWAY_ENCRYPTION_KEY: encryptionKey,
-      GATEWAY_DATA_DIR: dataDir,
-      GATEWAY_DEMO: "false",
-      GATEWAY_ALLOW_PRIVATE_URLS: "true",
-      DATABASE_POOL_SIZE: "4"
-    }
+    env: spawnEnv({ databaseUrl: db.url, dataDir, adminKey, encryptionKey }, { DATABASE_POOL_SIZE: "4" })
   })
-
-const ok = <T extends { status: number; body: any }>(res: T, status = 200): T => {
-  if (res.status !== status) throw new Error(`expected ${status}, got ${res.status}: ${JSON.stringify(res.body)}`)
-  return res
-}
 
 const kill = async (gw: GatewayProcess) => {
   process.kill(gw.pid, "SIGKILL")

@@ -10,7 +10,8 @@ import { join } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { mintKey } from "../layers/KeyFormat.js"
 import { type FakeUpstream, startFakeOpenAi } from "./fakes/FakeOpenAi.js"
-import { type GatewayProcess, spawnGateway } from "./support/Process.js"
+import { ok } from "./support/Gateway.js"
+import { type GatewayProcess, spawnEnv, spawnGateway } from "./support/Process.js"
 import { createTestDatabase, type TestDatabase } from "./support/TestDatabase.js"
 
 /** An OTLP/HTTP (JSON) receiver: the names and trace ids of the spans the gateway exported. */
@@ -69,28 +70,13 @@ const start = (label: string, shutdownTimeout: string) => {
   return spawnGateway({
     label,
     entry: "bundle",
-    env: {
-      DATABASE_URL: db.url,
-      REDIS_URL: undefined,
-      PORT: "0",
-      MCP_PORT: "0",
-      HOST: "127.0.0.1",
-      GATEWAY_ADMIN_KEY: adminKey,
-      GATEWAY_ENCRYPTION_KEY: encryptionKey,
-      GATEWAY_DATA_DIR: dir,
-      GATEWAY_DEMO: "false",
-      GATEWAY_ALLOW_PRIVATE_URLS: "true",
+    env: spawnEnv({ databaseUrl: db.url, dataDir: dir, adminKey, encryptionKey }, {
       GATEWAY_SHUTDOWN_TIMEOUT: shutdownTimeout,
       DATABASE_POOL_SIZE: "4",
       OTEL_EXPORTER_OTLP_ENDPOINT: collector.url,
       OTEL_SERVICE_NAME: `gateway-shutdown-${label}`
-    }
+    })
   })
-}
-
-const ok = <T extends { status: number; body: any }>(res: T, status = 200): T => {
-  if (res.status !== status) throw new Error(`expected ${status}, got ${res.status}: ${JSON.stringify(res.body)}`)
-  return res
 }
 
 /** Catalog (idempotent), a platform with a 10 USD wallet, an end user with a 5 USD budget. */

@@ -47,6 +47,12 @@ export interface StartOptions {
 }
 
 /** The request helper of the harness, against any base URL (in-process or a child process). */
+/** The answer when it has `status` (default 200); else fails with what came instead. */
+export const ok = <T extends { status: number; body: any }>(res: T, status = 200): T => {
+  if (res.status !== status) throw new Error(`expected ${status}, got ${res.status}: ${JSON.stringify(res.body)}`)
+  return res
+}
+
 export const callerFor = (baseUrl: string) =>
   async <T>(method: string, path: string, options: CallOptions = {}): Promise<ApiResponse<T>> => {
     const headers: Record<string, string> = { ...options.headers }

@@ -61,6 +61,29 @@ const stopProcess = (child: ChildProcess, graceMs: number) =>
     child.kill("SIGTERM")
   })
 
+/**
+ * The environment of a spawned gateway on `databaseUrl` and its own `dataDir`: ephemeral ports on
+ * loopback, no demo seed, the fakes' loopback URLs allowed, no Redis and no tracing unless
+ * `extra` says otherwise.
+ */
+export const spawnEnv = (
+  options: { readonly databaseUrl: string; readonly dataDir: string; readonly adminKey: string; readonly encryptionKey: string },
+  extra: Record<string, string | undefined> = {}
+): Record<string, string | undefined> => ({
+  DATABASE_URL: options.databaseUrl,
+  REDIS_URL: undefined,
+  OTEL_EXPORTER_OTLP_ENDPOINT: undefined,
+  PORT: "0",
+  MCP_PORT: "0",
+  HOST: "127.0.0.1",
+  GATEWAY_ADMIN_KEY: options.adminKey,
+  GATEWAY_ENCRYPTION_KEY: options.encryptionKey,
+  GATEWAY_DATA_DIR: options.dataDir,
+  GATEWAY_DEMO: "false",
+  GATEWAY_ALLOW_PRIVATE_URLS: "true",
+  ...extra
+})
+
 /** Starts the gateway in a child process and waits until its listeners are up. */
 export const spawnGateway = async (options: SpawnOptions): Promise<GatewayProcess> => {
   installExitHook()
