@@ -12,19 +12,24 @@ export const ErrorBody = Schema.Struct({
   })
 })
 
-interface ErrorFields {
+/** What every error class carries: what its wire form is made of. */
+export interface WireError {
   readonly _tag: string
   readonly message: string
   readonly code: string
   readonly param?: string | undefined
 }
 
+/** Status and OpenAI `type` of each error class, by tag (what `openAiError` declares). */
+const wireForms = new Map<string, { readonly status: number; readonly type: string }>()
+
 /** The wire form of an error class: OpenAI body, fixed status, listed in the OpenAPI document. */
-const openAiError = <A, I extends ErrorFields, R>(
+const openAiError = <A, I extends WireError, R>(
   self: Schema.Schema<A, I, R>,
   o: { readonly tag: I["_tag"]; readonly status: number; readonly type: string; readonly description: string }
-) =>
-  Schema.transform(ErrorBody, self, {
+) => {
+  wireForms.set(o.tag, { status: o.status, type: o.type })
+  return Schema.transform(ErrorBody, self, {
     strict: false,
     decode: ({ error }) => ({
       _tag: o.tag,
@@ -34,6 +39,17 @@ const openAiError = <A, I extends ErrorFields, R>(
     }),
     encode: (e) => ({ error: { message: e.message, type: o.type, code: e.code, param: e.param ?? null } })
   }).annotations(HttpApiSchema.annotations({ status: o.status, description: o.description }))
+}
+
+/**
+ * An error as HttpApi answers it (status and OpenAI body, as its `Http` schema encodes it), for
+ * routes served outside HttpApi (src/inference/ChatRoute.ts).
+ */
+export const wireError = (e: WireError): { readonly status: number; readonly body: typeof ErrorBody.Encoded } => {
+  const form = wireForms.get(e._tag)
+  if (form === undefined) throw new Error(`no wire form for error ${e._tag}`)
+  return { status: form.status, body: { error: { message: e.message, type: form.type, code: e.code, param: e.param ?? null } } }
+}
 
 const param = Schema.optional(Schema.String)
 

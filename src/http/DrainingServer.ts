@@ -1,10 +1,14 @@
 // Graceful shutdown of a listener (SIGTERM/SIGINT): stop accepting connections, let the
 // requests in flight finish (streams run to their end) up to GATEWAY_SHUTDOWN_TIMEOUT, then cut
 // the rest. A cut stream settles what it emitted (Inference), and the settlement queue drains
-// after the listeners have closed (Settlements).
+// after the listeners have closed (Settlements). A front route may take requests before the
+// platform's handler sees them (src/inference/ChatRoute.ts).
 import { NodeHttpServer } from "@effect/platform-node"
 import { Config, Duration, Effect, Layer } from "effect"
-import { createServer, type Server } from "node:http"
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http"
+
+/** Takes a request (true) or leaves it to the platform's handler (false). */
+export type FrontRoute = (req: IncomingMessage, res: ServerResponse) => boolean
 
 /** How long shutdown waits for requests in flight, then for queued settlements. */
 export const shutdownTimeout = Config.duration("GATEWAY_SHUTDOWN_TIMEOUT").pipe(Config.withDefault(Duration.seconds(30)))
@@ -14,8 +18,14 @@ export const shutdownTimeout = Config.duration("GATEWAY_SHUTDOWN_TIMEOUT").pipe(
  * closes, then waits for) drains: Node closes idle keep-alive connections at once, busy ones when
  * their response ends, and the deadline closes whatever is still open.
  */
-export const drainingServer = (deadline: Duration.Duration): Server => {
+export const drainingServer = (deadline: Duration.Duration, front?: FrontRoute): Server => {
   const server = createServer()
+  if (front !== undefined) {
+    // The platform listens for "request" itself; a request the front route takes never gets there.
+    const emit = server.emit.bind(server)
+    server.emit = ((event: string, ...args: Array<any>) =>
+      event === "request" && front(args[0], args[1]) ? true : emit(event, ...args)) as typeof server.emit
+  }
   const close = server.close.bind(server)
   server.close = (callback?: (err?: Error) => void) => {
     const cut = setTimeout(() => server.closeAllConnections(), Duration.toMillis(deadline))
@@ -28,6 +38,13 @@ export const drainingServer = (deadline: Duration.Duration): Server => {
   return server
 }
 
-/** NodeHttpServer.layerConfig over a draining server. */
-export const drainingServerLayer = (options: { readonly port: Config.Config<number>; readonly host: Config.Config<string> }) =>
-  Layer.unwrapEffect(Effect.map(shutdownTimeout, (deadline) => NodeHttpServer.layerConfig(() => drainingServer(deadline), options)))
+/** NodeHttpServer.layerConfig over a draining server, with the front route `front` makes. */
+export const drainingServerLayer = <E = never, R = never>(
+  options: { readonly port: Config.Config<number>; readonly host: Config.Config<string> },
+  front: Effect.Effect<FrontRoute | undefined, E, R> = Effect.succeed(undefined)
+) =>
+  Layer.unwrapEffect(Effect.gen(function*() {
+    const deadline = yield* shutdownTimeout
+    const route = yield* front
+    return NodeHttpServer.layerConfig(() => drainingServer(deadline, route), options)
+  }))

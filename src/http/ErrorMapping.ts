@@ -12,7 +12,8 @@ import {
   PayloadTooLarge,
   ServiceUnavailable,
   UnsupportedMediaType,
-  ValidationError
+  ValidationError,
+  type WireError
 } from "../../schemas/Errors.js"
 import { RateLimiterUnavailable } from "../../layers/RateLimiter.js"
 import { isDatabaseOutage } from "../lib/SqlErrors.js"
@@ -90,37 +91,71 @@ const fromDefect = (defect: unknown): Option.Option<ApiError> => {
 const tooLarge = () => new PayloadTooLarge({ code: "payload_too_large", message: `Request body exceeds ${MAX_BODY_BYTES} bytes` })
 
 /**
- * Checks before routing: the declared type and length of the body, its size and JSON depth.
- * Returns the request with its body read (the handler's decode parses that text), or the
- * request as it came when it has no body.
+ * The checks every body gets before routing: its declared type and length, its size and JSON
+ * depth. `read` reads the body (at most `MAX_BODY_BYTES`); the result is its text, or null when
+ * the request carries no body.
+ */
+export const checkedBody = <E>(
+  method: string,
+  headers: Readonly<Record<string, string | ReadonlyArray<string> | undefined>>,
+  read: (maxBytes: number, tooLarge: () => PayloadTooLarge) => Effect.Effect<string, PayloadTooLarge | E>
+): Effect.Effect<string | null, PayloadTooLarge | UnsupportedMediaType | BadRequest | E> =>
+  Effect.suspend((): Effect.Effect<string | null, PayloadTooLarge | UnsupportedMediaType | BadRequest | E> => {
+    if (method !== "POST" && method !== "PUT" && method !== "PATCH") return Effect.succeed(null)
+    const length = Number(headers["content-length"] ?? "0")
+    if (length > MAX_BODY_BYTES) return Effect.fail(tooLarge())
+    const contentType = headers["content-type"]
+    const hasBody = length > 0 || headers["transfer-encoding"] !== undefined
+    if (hasBody && typeof contentType === "string" && !contentType.toLowerCase().includes("application/json")) {
+      return Effect.fail(new UnsupportedMediaType({
+        code: "unsupported_media_type",
+        message: `Content-Type must be application/json, got ${contentType}`
+      }))
+    }
+    if (!hasBody) return Effect.succeed(null)
+    // A JSON body (declared or untyped): scan its nesting before anything parses it.
+    return Effect.flatMap(read(MAX_BODY_BYTES, tooLarge), (text) =>
+      exceedsJsonDepth(text, MAX_JSON_DEPTH)
+        ? Effect.fail(new BadRequest({
+          code: "invalid_json",
+          message: `The request body nests arrays/objects deeper than ${MAX_JSON_DEPTH} levels`
+        }))
+        : Effect.succeed(text))
+  })
+
+/**
+ * The checks before routing, on the platform's request; a body read here is handed on in the
+ * request itself (withBodyText), where the handler's decode parses it.
  */
 const checkBody = Effect.gen(function*() {
   const request = yield* HttpServerRequest.HttpServerRequest
-  if (request.method !== "POST" && request.method !== "PUT" && request.method !== "PATCH") return request
-  const length = Number(request.headers["content-length"] ?? "0")
-  if (length > MAX_BODY_BYTES) return yield* tooLarge()
-  const contentType = request.headers["content-type"]
-  const hasBody = length > 0 || request.headers["transfer-encoding"] !== undefined
-  if (hasBody && contentType !== undefined && !contentType.toLowerCase().includes("application/json")) {
-    return yield* new UnsupportedMediaType({
-      code: "unsupported_media_type",
-      message: `Content-Type must be application/json, got ${contentType}`
-    })
-  }
-  if (!hasBody) return request
-  // A JSON body (declared or untyped): scan its nesting before anything parses it.
-  const text = yield* readBodyText(request, MAX_BODY_BYTES, tooLarge)
-  if (exceedsJsonDepth(text, MAX_JSON_DEPTH)) {
-    return yield* new BadRequest({
-      code: "invalid_json",
-      message: `The request body nests arrays/objects deeper than ${MAX_JSON_DEPTH} levels`
-    })
-  }
-  return yield* withBodyText(request, text)
+  const text = yield* checkedBody(request.method, request.headers, (max, tooLarge) => readBodyText(request, max, tooLarge))
+  if (text !== null) yield* withBodyText(request, text)
 })
 
+/**
+ * What a failed request answers, for routes served outside HttpApi: its ApiError, a decode
+ * error or defect mapped as below, or an InternalError (the defect is logged); none when the
+ * request was interrupted (the client left).
+ */
+export const apiErrorOf = <E extends WireError>(
+  cause: Cause.Cause<E | HttpApiError.HttpApiDecodeError>
+): Effect.Effect<Option.Option<E | ApiError>> => {
+  const failure = Cause.failureOption(cause)
+  if (Option.isSome(failure)) {
+    const error = failure.value
+    return Effect.succeed(Option.some<E | ApiError>(error instanceof HttpApiError.HttpApiDecodeError ? decodeToValidation(error) : error))
+  }
+  if (Cause.isInterruptedOnly(cause)) return Effect.succeedNone
+  const mapped = Option.flatMap(Cause.dieOption(cause), fromDefect)
+  if (Option.isSome(mapped)) return Effect.succeed(mapped)
+  return Effect.logError("unhandled defect", cause).pipe(Effect.as(Option.some(internalError)))
+}
+
+const internalError = new InternalError({ code: "internal_error", message: "Internal error; nothing was applied" })
+
 export const ErrorMappingLive = HttpApiBuilder.middleware(GatewayApi, (app) =>
-  Effect.flatMap(checkBody, (request) => Effect.provideService(app, HttpServerRequest.HttpServerRequest, request)).pipe(
+  Effect.zipRight(checkBody, app).pipe(
     Effect.catchAllCause((cause): Effect.Effect<never, ApiError> => {
       const failure = Cause.failureOption<unknown>(cause)
       if (Option.isSome(failure)) {
@@ -129,8 +164,6 @@ export const ErrorMappingLive = HttpApiBuilder.middleware(GatewayApi, (app) =>
       if (Cause.isInterruptedOnly(cause)) return Effect.failCause(cause) as never
       const mapped = Option.flatMap(Cause.dieOption(cause), fromDefect)
       if (Option.isSome(mapped)) return Effect.fail(mapped.value)
-      return Effect.logError("unhandled defect", cause).pipe(
-        Effect.zipRight(Effect.fail(new InternalError({ code: "internal_error", message: "Internal error; nothing was applied" })))
-      )
+      return Effect.logError("unhandled defect", cause).pipe(Effect.zipRight(Effect.fail(internalError)))
     })
   ))

@@ -1,0 +1,209 @@
+// POST /v1/chat/completions, the gateway's hottest route, served straight from node:http in front
+// of HttpApi: one Effect program per request on the listener's runtime, composed from the same
+// service layers, with the same checks in the same order (body, key, payload, caller), the same
+// OpenAI-shaped errors and headers, and the same server span. HttpApi's per-request machinery
+// (router, middleware and handler contexts, response conversion) cost about 40% of a call's CPU
+// (docs/performance.md). The endpoint stays declared in the HttpApi for the OpenAPI document.
+import { Headers, HttpApiError, HttpRouter, HttpServerError, HttpTraceContext } from "@effect/platform"
+import { Cause, Effect, FiberRef, FiberRefs, Option, Runtime, Schema, Stream } from "effect"
+import * as FindMyWay from "find-my-way-ts"
+import type { IncomingMessage, ServerResponse } from "node:http"
+import { type Caller, Inference } from "../../layers/Inference.js"
+import { KeyAuth } from "../../layers/KeyAuth.js"
+import { ChatCompletion, type ChatRequest, ChatRequestBody } from "../../schemas/Chat.js"
+import { BadRequest, ValidationError, wireError } from "../../schemas/Errors.js"
+import { apiErrorOf, checkedBody } from "../http/ErrorMapping.js"
+import { readNodeBody } from "../http/RequestBody.js"
+import { annotateCurrentSpan } from "../lib/CurrentSpan.js"
+import { DONE, rateLimitHeaders, refusal, runtimeCaller, sseEncode, sseHeaders } from "./Answers.js"
+
+/** What the route answers: JSON text (an answer or an error), or an SSE stream. */
+type Reply =
+  | { readonly status: number; readonly headers: Record<string, string>; readonly json: string }
+  | { readonly headers: Record<string, string>; readonly sse: Stream.Stream<Uint8Array> }
+
+const jsonReply = (status: number, body: unknown, headers: Record<string, string> = {}): Reply => ({
+  status,
+  headers,
+  json: JSON.stringify(body)
+})
+
+/** The answer encoded as the endpoint's success schema would, synchronously. */
+const encodeCompletion = Schema.encodeSync(ChatCompletion)
+
+/** Synchronous: the schema has no effectful parts, and an Either costs far less than an Effect. */
+const decodeBody = Schema.decodeUnknownEither(ChatRequestBody)
+
+/**
+ * The payload as HttpApi decodes it: no body is null; text that is not JSON is a 400 (as the
+ * platform's Decode error), a schema mismatch the decode error (422 with the issue's path).
+ */
+const payloadOf = (text: string | null) =>
+  Effect.suspend((): Effect.Effect<ChatRequestBody, BadRequest | HttpApiError.HttpApiDecodeError> => {
+    let json: unknown
+    try {
+      json = text === null || text === "" ? null : JSON.parse(text)
+    } catch (error) {
+      return Effect.fail(notJson(error))
+    }
+    const decoded = decodeBody(json)
+    return decoded._tag === "Right" ? Effect.succeed(decoded.right) : HttpApiError.HttpApiDecodeError.refailParseError(decoded.left)
+  })
+
+const notJson = (cause: unknown) =>
+  new BadRequest({
+    code: "invalid_json",
+    message: `The request body is not valid JSON${cause instanceof Error ? `: ${cause.message}` : ""}`
+  })
+
+/** Writes a JSON reply; an SSE reply streams, waiting for the socket to drain when it must. */
+const send = (res: ServerResponse, reply: Reply): Effect.Effect<void> => {
+  if ("json" in reply) {
+    return Effect.sync(() => {
+      res.writeHead(reply.status, { ...reply.headers, "content-type": "application/json", "content-length": Buffer.byteLength(reply.json) })
+      res.end(reply.json)
+    })
+  }
+  return Effect.suspend(() => {
+    res.writeHead(200, { ...reply.headers, ...sseHeaders, "content-type": "text/event-stream" })
+    return Stream.runForEachChunk(reply.sse, (batch) => {
+      let flowing = true
+      for (const bytes of batch) flowing = res.write(bytes)
+      return flowing ? Effect.void : drained(res)
+    })
+  }).pipe(
+    Effect.catchAllCause((cause) => Cause.isInterruptedOnly(cause) ? Effect.failCause(cause) : Effect.logError("chat stream failed", cause)),
+    Effect.ensuring(Effect.sync(() => res.writableEnded || res.end()))
+  )
+}
+
+const drained = (res: ServerResponse) =>
+  Effect.async<void>((resume) => {
+    const go = () => resume(Effect.void)
+    res.once("drain", go)
+    return Effect.sync(() => res.off("drain", go))
+  })
+
+/** The platform's server span (name, kind, attributes), made only when tracing is on. */
+const serverSpan = (req: IncomingMessage, res: ServerResponse) => <A, E, R>(self: Effect.Effect<A, E, R>) =>
+  Effect.flatMap(FiberRef.get(Headers.currentRedactedNames), (redacted) => {
+    const headers = Headers.fromInput(req.headers as Record<string, string | ReadonlyArray<string> | undefined>)
+    return Effect.useSpan(`http.server ${req.method}`, {
+      parent: Option.getOrUndefined(HttpTraceContext.fromHeaders(headers)),
+      kind: "server",
+      captureStackTrace: false
+    }, (span) => {
+      span.attribute("http.request.method", req.method)
+      try {
+        const url = new URL(req.url ?? "/", `${headers["x-forwarded-proto"] === "https" ? "https" : "http"}://${headers.host ?? "localhost"}`)
+        span.attribute("url.full", url.toString())
+        span.attribute("url.path", url.pathname)
+        if (url.search.length > 1) span.attribute("url.query", url.search.slice(1))
+        span.attribute("url.scheme", url.protocol.slice(0, -1))
+      } catch {
+        // not a URL: the platform leaves the url.* attributes out too
+      }
+      if (headers["user-agent"] !== undefined) span.attribute("user_agent.original", headers["user-agent"])
+      for (const [name, value] of Object.entries(Headers.redact(headers, redacted))) {
+        span.attribute(`http.request.header.${name}`, String(value))
+      }
+      if (req.socket.remoteAddress !== undefined) span.attribute("client.address", req.socket.remoteAddress)
+      return Effect.withParentSpan(self, span).pipe(Effect.ensuring(Effect.sync(() => {
+        span.attribute("http.response.status_code", res.statusCode)
+        const sent = Headers.fromInput(res.getHeaders() as Record<string, string | ReadonlyArray<string> | undefined>)
+        for (const [name, value] of Object.entries(Headers.redact(sent, redacted))) {
+          span.attribute(`http.response.header.${name}`, String(value))
+        }
+      })))
+    })
+  })
+
+/**
+ * The route as a node:http request listener that takes the requests it serves (true) and leaves
+ * the others to HttpApi (false).
+ */
+export const makeChatRoute = Effect.gen(function*() {
+  const keyAuth = yield* KeyAuth
+  const inference = yield* Inference
+  const runtime = yield* Effect.runtime<never>()
+  const tracing = FiberRefs.getOrDefault(runtime.fiberRefs, FiberRef.currentTracerEnabled)
+  const runFork = Runtime.runFork(runtime)
+  // Matched as HttpApi's router matches it (same router, same settings): it decodes escapes and
+  // ignores the query, letter case, repeated and trailing slashes, so no request of the
+  // endpoint's reaches its HttpApi handler.
+  const routes = FindMyWay.make<true>(FiberRefs.getOrDefault(runtime.fiberRefs, HttpRouter.currentRouterConfig))
+  routes.on("POST", "/v1/chat/completions", true)
+
+  /** The handler proper: tools check, the five pre-flight checks, then the answer or its stream. */
+  const chat = (caller: Caller, payload: ChatRequestBody) =>
+    Effect.gen(function*() {
+      const hosted = (payload.tools ?? []).findIndex((t) => t.type === "mcp")
+      if (hosted >= 0) {
+        return yield* new ValidationError({
+          code: "unsupported_tool_type",
+          param: `tools.${hosted}.type`,
+          message: "Tools of type mcp are only supported on /v1/responses"
+        })
+      }
+      const admitted = yield* inference.admit(caller, payload as ChatRequest)
+      const headers = rateLimitHeaders(admitted.rateLimit)
+      if (payload.stream !== true) return jsonReply(200, encodeCompletion(yield* inference.complete(admitted)), headers)
+      const { chunks, dropped } = yield* inference.stream(admitted)
+      const sse = chunks.pipe(
+        sseEncode((chunk) => `data: ${JSON.stringify(chunk)}\n\n`),
+        // A client detects an upstream drop by the missing [DONE].
+        Stream.concat(Stream.suspend(() => dropped() ? Stream.empty : Stream.make(DONE)))
+      )
+      return { headers, sse } satisfies Reply
+    }).pipe(Effect.catchTag("RateLimitExceeded", (e) => {
+      const { error, headers } = refusal(e)
+      return Effect.succeed(jsonReply(429, wireError(error).body, headers))
+    }))
+
+  /** The checks in HttpApi's order: body (before routing), key (middleware), payload, caller. */
+  const reply = (req: IncomingMessage) =>
+    Effect.gen(function*() {
+      const text = yield* checkedBody(req.method ?? "POST", req.headers, (max, tooLarge) =>
+        readNodeBody(req, max, tooLarge, (cause) => Effect.fail(notJson(cause))))
+      const principal = yield* keyAuth.authenticate(req.headers.authorization)
+      if (principal._tag !== "Admin") {
+        yield* annotateCurrentSpan({
+          "platform.id": principal.platformId,
+          ...(principal._tag === "EndUserKey" ? { "end_user.id": principal.endUserId } : {})
+        })
+      }
+      const payload = yield* payloadOf(text)
+      return yield* chat(yield* runtimeCaller(principal), payload)
+    })
+
+  const serve = (req: IncomingMessage, res: ServerResponse): Effect.Effect<void> => {
+    const answered = Effect.matchCauseEffect(reply(req), {
+      onSuccess: (r) => send(res, r),
+      onFailure: (cause) =>
+        Effect.flatMap(apiErrorOf(cause), (error) => {
+          // None: the client left; there is no one to answer.
+          if (Option.isNone(error)) return Effect.void
+          const { status, body } = wireError(error.value)
+          return send(res, jsonReply(status, body))
+        })
+    })
+    if (tracing) return serverSpan(req, res)(answered)
+    // No spans: a client's trace context still travels on to the upstream, unchanged.
+    const traceparent = req.headers.traceparent
+    if (typeof traceparent !== "string") return answered
+    return Option.match(HttpTraceContext.fromHeaders(Headers.unsafeFromRecord({ traceparent })), {
+      onNone: () => answered,
+      onSome: (parent) => Effect.withParentSpan(answered, parent)
+    })
+  }
+
+  return (req: IncomingMessage, res: ServerResponse): boolean => {
+    if (req.method !== "POST" || req.url === undefined || routes.find("POST", req.url) === undefined) return false
+    const fiber = runFork(serve(req, res))
+    // As the platform: a client that leaves interrupts its request (a stream settles what it sent).
+    res.on("close", () => {
+      if (!res.writableEnded) fiber.unsafeInterruptAsFork(HttpServerError.clientAbortFiberId)
+    })
+    return true
+  }
+})
