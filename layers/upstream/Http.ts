@@ -2,8 +2,7 @@
 // the CPU of `fetch` per call: no WHATWG Request/Response or web streams) with an
 // AbortController tied to Effect interruption, the timeout, and the error classification
 // (connect / timeout / status / protocol) the router's failover relies on.
-import { Effect, Either, ParseResult, Schema, Stream } from "effect"
-import { NodeStream } from "@effect/platform-node"
+import { Effect, Either, Option, ParseResult, Schema } from "effect"
 import { request } from "undici"
 import { UpstreamError } from "./Upstream.js"
 
@@ -128,32 +127,69 @@ export const postJson = (req: PostRequest): Effect.Effect<string, UpstreamError>
   })
 
 /**
- * Streaming call: succeeds once a 2xx status and headers arrived within `timeoutMs` (so the
- * router can still fail over), with the body as bytes. A failure or interruption of the byte
- * stream aborts the request; a body that is never run stays open until the upstream ends it, so
- * callers should run what they get.
+ * A streaming exchange's body, read a batch at a time (everything that arrived since the last
+ * read) by the one stage that parses and translates it (Sse.ts): a Node readable read directly
+ * costs less than an Effect Stream stage of its own.
  */
-export const postStream = (req: PostRequest): Effect.Effect<Stream.Stream<Uint8Array, UpstreamError>, UpstreamError> =>
+export interface ByteSource {
+  /** What arrived since the last read (waiting for something); None once the body has ended. */
+  readonly read: Effect.Effect<Option.Option<ReadonlyArray<Uint8Array>>, UpstreamError>
+  /** Ends the exchange: aborts the request unless its body was read to the end. */
+  readonly close: Effect.Effect<void>
+}
+
+/**
+ * Streaming call: succeeds once a 2xx status and headers arrived within `timeoutMs` (so the
+ * router can still fail over), with the body to read. Callers must close what they get.
+ */
+export const postStream = (req: PostRequest): Effect.Effect<ByteSource, UpstreamError> =>
   Effect.suspend(() => {
     const controller = new AbortController()
     return withDeadline(req.timeoutMs, controller, send(req, controller).pipe(Effect.tap((response) => failOnStatus(response, controller))))
-      .pipe(Effect.map((response) => bodyStream(response, controller)))
+      .pipe(Effect.map((response) => byteSource(response, controller)))
   })
 
-// A Node readable: ending the stream early aborts the exchange at once (an async iterator's
-// return() would wait for the pending read, i.e. for the upstream's next bytes). A body read to
-// its end needs nothing. Every stream ends a little early, at the provider's terminator, just
-// before the body's end: the abort errors undici and the AbortController then build would each
-// capture a stack, about 1% of the gateway's CPU, for an error nobody reads. So we abort
-// ourselves (not through the platform's destroy) with stack capture off.
-const bodyStream = (response: Response, controller: AbortController) =>
-  NodeStream.fromReadable<UpstreamError, Uint8Array>(() => response.body, (e) => connectError(e, "stream"), {
-    closeOnDone: false
-  }).pipe(
-    Stream.ensuring(Effect.sync(() => {
-      if (!response.body.readableEnded) abortQuietly(controller)
-    }))
-  )
+const byteSource = (response: Response, controller: AbortController): ByteSource => {
+  const body = response.body
+  // Listened to for the body's whole life: an error between two reads would otherwise be thrown.
+  let failure: unknown = undefined
+  body.on("error", (error) => (failure ??= error))
+  const takeAll = (): Array<Uint8Array> => {
+    const parts: Array<Uint8Array> = []
+    for (let part = body.read(); part !== null; part = body.read()) parts.push(part)
+    return parts
+  }
+  const read = Effect.async<Option.Option<ReadonlyArray<Uint8Array>>, UpstreamError>((resume) => {
+    const settled = (): boolean => {
+      const parts = takeAll()
+      if (parts.length > 0) resume(Effect.succeed(Option.some(parts)))
+      else if (failure !== undefined) resume(Effect.fail(connectError(failure, "stream")))
+      else if (body.readableEnded) resume(Effect.succeed(Option.none()))
+      else return false
+      return true
+    }
+    if (settled()) return
+    const check = () => {
+      if (settled()) stop()
+    }
+    const stop = () => {
+      body.off("readable", check)
+      body.off("end", check)
+      body.off("error", check)
+    }
+    body.on("readable", check)
+    body.on("end", check)
+    body.on("error", check)
+    return Effect.sync(stop)
+  })
+  // Every stream stops a little early, at the provider's terminator, just before the body's end:
+  // the abort errors undici and the AbortController then build would each capture a stack,
+  // about 1% of the gateway's CPU, for an error nobody reads. So we abort with stack capture off.
+  const close = Effect.sync(() => {
+    if (!body.readableEnded) abortQuietly(controller)
+  })
+  return { read, close }
+}
 
 const abortQuietly = (controller: AbortController) => {
   const limit = Error.stackTraceLimit

@@ -1,8 +1,9 @@
 // Server-sent events over a byte Stream (the parser all three HTTP adapters share), plus the
 // helpers that turn provider events into OpenAI chat chunks, detect a truncated stream, and read message text.
-import { Channel, Chunk, Clock, Effect, Either, Option, Stream } from "effect"
+import { Chunk, Clock, Effect, Either, Option, Stream } from "effect"
 import { randomBytes } from "node:crypto"
 import type { ChatChunk, ChatMessage, Usage } from "../../schemas/Chat.js"
+import type { ByteSource } from "./Http.js"
 import { UpstreamError } from "./Upstream.js"
 
 export interface SseEvent {
@@ -104,57 +105,69 @@ export const truncatedError = () =>
   })
 
 /**
- * A provider's SSE bytes as chat chunks, up to its terminator: parsed and translated in one
+ * A provider's SSE body as chat chunks, up to its terminator: read, parsed and translated in one
  * stage, a network read at a time (every Effect Stream stage costs on each stream run and each
- * batch, so parsing, translating and stopping are one stage, not a stage each). Reaching the
- * terminator stops reading, which aborts the upstream request; input that ends before it fails
- * with `truncatedError` after the chunks received, so a drop mid-stream always surfaces as an
- * UpstreamError; a failing event comes after the chunks of the events before it.
+ * batch, so reading, parsing, translating and stopping are one stage, not a stage each). Reaching
+ * the terminator stops reading, and the body is closed (the upstream request aborted) whenever
+ * the stream ends; input that ends before the terminator fails with `truncatedError` after the
+ * chunks received, so a drop mid-stream always surfaces as an UpstreamError; a failing event
+ * comes after the chunks of the events before it.
  */
-export const sseChunks = <E>(
-  bytes: Stream.Stream<Uint8Array, E>,
+export const sseChunks = (
+  body: ByteSource,
   translate: (event: SseEvent) => Either.Either<Step, UpstreamError>
-): Stream.Stream<ChatChunk, E | UpstreamError> =>
+): Stream.Stream<ChatChunk, UpstreamError> =>
   Stream.suspend(() => {
     const parser = new SseParser()
+    /** The terminator was seen (nothing more to read), or a failure waits behind emitted chunks. */
     let done = false
-    /** Translates events until the terminator into `out`; the failure, if one stopped it. */
-    const translateAll = (events: ReadonlyArray<SseEvent>, out: Array<ChatChunk>): UpstreamError | undefined => {
+    let failure: UpstreamError | undefined
+    /** Translates events until the terminator or a failure into `out`. */
+    const translateAll = (events: ReadonlyArray<SseEvent>, out: Array<ChatChunk>) => {
       for (const event of events) {
         const step = translate(event)
-        if (Either.isLeft(step)) return step.left
+        if (Either.isLeft(step)) {
+          failure = step.left
+          return
+        }
         out.push(...step.right.chunks)
         if (step.right.done) {
           done = true
-          return undefined
+          return
         }
       }
-      return undefined
     }
-    type Parse = Channel.Channel<Chunk.Chunk<ChatChunk>, Chunk.Chunk<Uint8Array>, E | UpstreamError, E, unknown, unknown>
-    const emit = (out: Array<ChatChunk>, failure: UpstreamError | undefined, next: Parse): Parse =>
-      Channel.zipRight(
-        out.length === 0 ? Channel.void : Channel.write(Chunk.unsafeFromArray(out)),
-        failure === undefined ? next : Channel.fail(failure)
-      )
-    const parse: Parse = Channel.readWithCause({
-      onInput: (batch: Chunk.Chunk<Uint8Array>) => {
-        const out: Array<ChatChunk> = []
-        let failure: UpstreamError | undefined
-        for (const bytes of batch) {
-          failure = translateAll(parser.push(bytes), out)
-          if (failure !== undefined || done) break
+    /** The chunks before a failure go out first; the failure (or the end) comes with the next pull. */
+    const emit = (out: Array<ChatChunk>): Effect.Effect<Chunk.Chunk<ChatChunk>, Option.Option<UpstreamError>> =>
+      out.length > 0
+        ? Effect.succeed(Chunk.unsafeFromArray(out))
+        : failure !== undefined
+        ? Effect.fail(Option.some(failure))
+        : done
+        ? Effect.fail(Option.none())
+        : Effect.succeed(Chunk.empty())
+    const pull = Effect.suspend(() => {
+      if (failure !== undefined) return Effect.fail(Option.some(failure))
+      if (done) return Effect.fail(Option.none())
+      return Effect.matchEffect(body.read, {
+        onFailure: (error) => Effect.fail(Option.some(error)),
+        onSuccess: (read) => {
+          const out: Array<ChatChunk> = []
+          if (Option.isSome(read)) {
+            for (const bytes of read.value) {
+              translateAll(parser.push(bytes), out)
+              if (failure !== undefined || done) break
+            }
+          } else {
+            translateAll(parser.end(), out)
+            if (failure === undefined && !done) failure = truncatedError()
+            done = true
+          }
+          return emit(out)
         }
-        return emit(out, failure, done ? Channel.void : parse)
-      },
-      onFailure: Channel.failCause,
-      onDone: () => {
-        const out: Array<ChatChunk> = []
-        const failure = translateAll(parser.end(), out)
-        return emit(out, failure ?? (done ? undefined : truncatedError()), Channel.void)
-      }
+      })
     })
-    return Stream.pipeThroughChannelOrFail(bytes, parse)
+    return Stream.repeatEffectChunkOption(pull).pipe(Stream.ensuring(body.close))
   })
 
 /** Identity of the completion a stream's chunks belong to; adapters learn id/model from the first event. */
