@@ -39,7 +39,6 @@ export const refusal = (e: RateLimitExceeded) => ({
 })
 
 const utf8 = new TextEncoder()
-export const DONE = utf8.encode("data: [DONE]\n\n")
 
 /**
  * The SSE events that arrived together, encoded and written together: one stage and one socket
