@@ -1,26 +1,29 @@
-// Reference pass-through proxy: the floor cost of one Node hop. Forwards POST /v1/chat/completions
-// to UPSTREAM_URL over keep-alive node:http and pipes the answer back, headers and all.
+// Reference pass-through proxy (DESIGN.md section 8): node:http in front, undici to the upstream,
+// the request body streamed through and the answer piped back, as a plain Node hop is written.
 // Run as a child process: `UPSTREAM_URL=... node --import tsx bench/referenceProxy.ts`.
-import { Agent, createServer, request } from "node:http"
+import { createServer } from "node:http"
+import { pipeline } from "node:stream"
+import { Agent, request } from "undici"
 
 const upstream = new URL(process.env.UPSTREAM_URL ?? "http://127.0.0.1:9999")
-const agent = new Agent({ keepAlive: true, maxSockets: 1024, maxFreeSockets: 1024 })
+const dispatcher = new Agent({ keepAliveTimeout: 60_000, connections: 1024 })
+/** Hop-by-hop headers stay on their own hop. */
+const HOP = new Set(["host", "connection", "keep-alive", "transfer-encoding", "upgrade", "proxy-connection"])
 
 const server = createServer((req, res) => {
   if (req.method !== "POST" || req.url !== "/v1/chat/completions") {
     res.writeHead(404).end()
     return
   }
-  const { host: _host, connection: _connection, ...headers } = req.headers
-  const forward = request(
-    { agent, host: upstream.hostname, port: upstream.port, method: "POST", path: req.url, headers },
+  const headers = Object.fromEntries(Object.entries(req.headers).filter(([name]) => !HOP.has(name)))
+  request(new URL(req.url, upstream), { method: "POST", headers, body: req, dispatcher }).then(
     (answer) => {
-      res.writeHead(answer.statusCode ?? 502, answer.headers)
-      answer.pipe(res)
-    }
+      const back = Object.fromEntries(Object.entries(answer.headers).filter(([name]) => !HOP.has(name)))
+      res.writeHead(answer.statusCode, back as Record<string, string | Array<string>>)
+      pipeline(answer.body, res, () => {})
+    },
+    () => (res.headersSent ? res.destroy() : res.writeHead(502).end())
   )
-  forward.on("error", () => res.headersSent ? res.destroy() : res.writeHead(502).end())
-  req.pipe(forward)
 })
 server.keepAliveTimeout = 60_000
 

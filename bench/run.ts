@@ -1,4 +1,4 @@
-// `npm run bench`: DESIGN.md section 8. Mock upstream, reference proxy and gateway side by side under
+// `npm run bench`: DESIGN.md section 8. Mock upstream, reference proxy (and a node:http-only one) and gateway side by side under
 // autocannon (JSON and SSE, 1/16/64/256 connections), stream TTFB, gateway RSS, then a ledger audit
 // (one debit + one log row per successful call); prints Markdown and fills docs/performance.md.
 import autocannon from "autocannon"
@@ -36,11 +36,12 @@ const ROOT = fileURLToPath(new URL("..", import.meta.url))
 const DOC = join(ROOT, "docs", "performance.md")
 
 type Mode = "json" | "stream"
-type TargetName = "direct" | "proxy" | "gateway"
+/** `proxy`: DESIGN.md's reference (node:http + undici); `http-proxy`: node:http on both sides, reported beside it. */
+type TargetName = "direct" | "proxy" | "http-proxy" | "gateway"
 const MODES: ReadonlyArray<Mode> = (["json", "stream"] as const).filter((m) => (process.env.BENCH_MODES ?? "json,stream").split(",").includes(m))
-const ALL_TARGETS: ReadonlyArray<TargetName> = ["direct", "proxy", "gateway"]
-/** BENCH_TARGETS narrows the load steps (e.g. "gateway" while profiling); the report wants all three. */
-const TARGETS = ALL_TARGETS.filter((t) => (process.env.BENCH_TARGETS ?? "direct,proxy,gateway").split(",").includes(t))
+const ALL_TARGETS: ReadonlyArray<TargetName> = ["direct", "proxy", "http-proxy", "gateway"]
+/** BENCH_TARGETS narrows the load steps (e.g. "gateway" while profiling); the report wants all four. */
+const TARGETS = ALL_TARGETS.filter((t) => (process.env.BENCH_TARGETS ?? ALL_TARGETS.join(",")).split(",").includes(t))
 const MODEL = "bench-model"
 const PROVIDER = "bench-upstream"
 const UPSTREAM_MODEL = "mock-model"
@@ -663,7 +664,7 @@ const render = (report: Report) => {
   const out: Array<string> = []
   out.push(`Run of ${machine.date}: ${machine.cpus} CPUs (${machine.cpuModel}), ${machine.memGb.toFixed(1)} GB RAM, Node ${machine.node}, ` +
     `${machine.postgres} (${machine.database}); ${DURATION} s per load step, ${WARMUP} s warm-up per target and mode, ` +
-    `${TTFB_REQUESTS} sequential requests for TTFB. Driver, mock upstream, proxy, gateway and Postgres all share this machine.`)
+    `${TTFB_REQUESTS} sequential requests for TTFB. Driver, mock upstream, proxies, gateway and Postgres all share this machine.`)
   out.push("")
 
   // Targets first: the verdicts.
@@ -672,11 +673,12 @@ const render = (report: Report) => {
     const direct = findLoad(loads, mode, connections, "direct")
     return gw && direct ? gw[field] - direct[field] : Number.NaN
   }
-  const share = (mode: Mode, connections: number) => {
+  const share = (mode: Mode, connections: number, reference: TargetName = "proxy") => {
     const gw = findLoad(loads, mode, connections, "gateway")
-    const proxy = findLoad(loads, mode, connections, "proxy")
+    const proxy = findLoad(loads, mode, connections, reference)
     return gw && proxy && proxy.rps > 0 ? gw.rps / proxy.rps : Number.NaN
   }
+  const percent = (s: number) => (Number.isFinite(s) ? `${(100 * s).toFixed(0)}%` : "n/a")
   const ttfbDirect = ttfbs.find((t) => t.target === "direct")
   const ttfbGateway = ttfbs.find((t) => t.target === "gateway")
   const ttfbAdded = ttfbDirect && ttfbGateway ? ttfbGateway.p50 - ttfbDirect.p50 : Number.NaN
@@ -694,8 +696,12 @@ const render = (report: Report) => {
   for (const mode of MODES) {
     for (const c of [16, 64]) {
       const s = share(mode, c)
-      out.push(`| throughput vs reference proxy, ${mode}, ${c} conns | >= 40% | ${Number.isFinite(s) ? `${(100 * s).toFixed(0)}%` : "n/a"} | ${verdict(check(s, (v) => v >= 0.4))} |`)
+      out.push(`| throughput vs reference proxy, ${mode}, ${c} conns | >= 40% | ${percent(s)} | ${verdict(check(s, (v) => v >= 0.4))} |`)
     }
+  }
+  for (const mode of MODES) {
+    const shares = [16, 64].map((c) => percent(share(mode, c, "http-proxy"))).join(" / ")
+    out.push(`| (for information) throughput vs the node:http-only proxy, ${mode}, 16 / 64 conns | | ${shares} | not a target |`)
   }
   out.push(`| stream added TTFB p50 (1 conn) | <= 1.5 ms | ${signed(ttfbAdded)} ms | ${verdict(check(ttfbAdded, (v) => v <= 1.5))} |`)
   out.push(`| gateway peak RSS at 256 streaming conns | <= 250 MB | ${mb(rss.stream256Mb)} MB | ${verdict(rss.stream256Mb === null ? null : rss.stream256Mb <= 250)} |`)
@@ -826,7 +832,10 @@ const main = async () => {
   const proxy = spawnNode("proxy", "bench/referenceProxy.ts", { PORT: "0", UPSTREAM_URL: upstreamUrl })
   cleanups.push(() => stopChild(proxy, 3000))
   const proxyUrl = (await waitForLine(proxy, /listening (http:\/\/\S+)/, 30_000))[1]!
-  log(`mock upstream ${upstreamUrl}, reference proxy ${proxyUrl}`)
+  const httpProxy = spawnNode("http-proxy", "bench/httpProxy.ts", { PORT: "0", UPSTREAM_URL: upstreamUrl })
+  cleanups.push(() => stopChild(httpProxy, 3000))
+  const httpProxyUrl = (await waitForLine(httpProxy, /listening (http:\/\/\S+)/, 30_000))[1]!
+  log(`mock upstream ${upstreamUrl}, reference proxy ${proxyUrl}, node:http proxy ${httpProxyUrl}`)
 
   // Gateway.
   const adminKey = `sk-admin_${base62(40)}`
@@ -856,6 +865,7 @@ const main = async () => {
   const targets: Record<TargetName, Target> = {
     direct: { name: "direct", base: upstreamUrl, keys: ["sk-bench-upstream-key"] },
     proxy: { name: "proxy", base: proxyUrl, keys: ["sk-bench-upstream-key"] },
+    "http-proxy": { name: "http-proxy", base: httpProxyUrl, keys: ["sk-bench-upstream-key"] },
     gateway: { name: "gateway", base: gatewayUrl, keys: setup.endUserKeys }
   }
   // Smoke test: one answer of each kind through the gateway before measuring anything.
