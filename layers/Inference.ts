@@ -256,17 +256,21 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
         }))
       )
 
-    const recordMetrics = (admitted: Admitted, outcome: Outcome, cost: BigDecimal.BigDecimal, durationMs: number) => {
-      const operation = admitted.requestType === "response" ? "responses" : "chat"
-      const model = admitted.request.model
-      return Effect.all([
-        Metric.increment(requestsBy(operation, outcome.status)),
-        Metric.update(durationBy(operation), durationMs),
-        Metric.incrementBy(tokensBy("input", model), outcome.usage.prompt_tokens),
-        Metric.incrementBy(tokensBy("output", model), outcome.usage.completion_tokens),
-        Metric.incrementBy(costBy(model), BigDecimal.unsafeToNumber(cost))
-      ], { discard: true })
-    }
+    /**
+     * The call's metrics, updated in one step: as five Metric effects run by Effect.all they were
+     * about 30 of a JSON call's 330 runtime operations. No fiber-level metric tags are used
+     * anywhere (Effect.tagMetrics), so updating without them is what Metric.update would do.
+     */
+    const recordMetrics = (admitted: Admitted, outcome: Outcome, cost: BigDecimal.BigDecimal, durationMs: number) =>
+      Effect.sync(() => {
+        const operation = admitted.requestType === "response" ? "responses" : "chat"
+        const model = admitted.request.model
+        requestsBy(operation, outcome.status).unsafeUpdate(1, [])
+        durationBy(operation).unsafeUpdate(durationMs, [])
+        tokensBy("input", model).unsafeUpdate(outcome.usage.prompt_tokens, [])
+        tokensBy("output", model).unsafeUpdate(outcome.usage.completion_tokens, [])
+        costBy(model).unsafeUpdate(BigDecimal.unsafeToNumber(cost), [])
+      })
 
     /** Queues the call's settlement (log row, budget debit, wallet debit); never interrupted half-way. */
     const settle = (admitted: Admitted, outcome: Outcome) =>
