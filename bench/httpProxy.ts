@@ -2,6 +2,7 @@
 // (keep-alive), POST /v1/chat/completions forwarded to UPSTREAM_URL and piped back, headers and all.
 // Run as a child process: `UPSTREAM_URL=... node --import tsx bench/httpProxy.ts`.
 import { Agent, createServer, request } from "node:http"
+import { serveAsChild } from "./child.js"
 
 const upstream = new URL(process.env.UPSTREAM_URL ?? "http://127.0.0.1:9999")
 const agent = new Agent({ keepAlive: true, maxSockets: 1024, maxFreeSockets: 1024 })
@@ -22,13 +23,4 @@ const server = createServer((req, res) => {
   forward.on("error", () => res.headersSent ? res.destroy() : res.writeHead(502).end())
   req.pipe(forward)
 })
-server.keepAliveTimeout = 60_000
-
-server.listen(Number(process.env.PORT ?? 0), "127.0.0.1", () => {
-  const address = server.address()
-  const port = typeof address === "object" && address !== null ? address.port : 0
-  process.stdout.write(`listening http://127.0.0.1:${port}\n`)
-})
-
-process.on("SIGTERM", () => server.close(() => process.exit(0)))
-process.on("disconnect", () => process.exit(0))
+serveAsChild(server)

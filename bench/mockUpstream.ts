@@ -2,6 +2,7 @@
 // as JSON with usage or as SSE (role chunk, content chunks, finish, usage on request, [DONE]).
 // Child process: `node --import tsx bench/mockUpstream.ts` prints `listening <url>`; GET /stats counts.
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http"
+import { serveAsChild } from "./child.js"
 
 const PIECES = ["Hello", "! This", " is a", " benchmark", " reply", " from the", " mock", " upstream."]
 const CONTENT = PIECES.join("")
@@ -72,13 +73,4 @@ const server = createServer((req, res) => {
   req.on("data", (part: Buffer) => parts.push(part))
   req.on("end", () => answer(req, res, Buffer.concat(parts).toString("utf8")))
 })
-server.keepAliveTimeout = 60_000
-
-server.listen(Number(process.env.PORT ?? 0), "127.0.0.1", () => {
-  const address = server.address()
-  const port = typeof address === "object" && address !== null ? address.port : 0
-  process.stdout.write(`listening http://127.0.0.1:${port}\n`)
-})
-
-process.on("SIGTERM", () => server.close(() => process.exit(0)))
-process.on("disconnect", () => process.exit(0))
+serveAsChild(server)

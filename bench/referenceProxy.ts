@@ -4,6 +4,7 @@
 import { createServer } from "node:http"
 import { pipeline } from "node:stream"
 import { Agent, request } from "undici"
+import { serveAsChild } from "./child.js"
 
 const upstream = new URL(process.env.UPSTREAM_URL ?? "http://127.0.0.1:9999")
 const dispatcher = new Agent({ keepAliveTimeout: 60_000, connections: 1024 })
@@ -25,13 +26,4 @@ const server = createServer((req, res) => {
     () => (res.headersSent ? res.destroy() : res.writeHead(502).end())
   )
 })
-server.keepAliveTimeout = 60_000
-
-server.listen(Number(process.env.PORT ?? 0), "127.0.0.1", () => {
-  const address = server.address()
-  const port = typeof address === "object" && address !== null ? address.port : 0
-  process.stdout.write(`listening http://127.0.0.1:${port}\n`)
-})
-
-process.on("SIGTERM", () => server.close(() => process.exit(0)))
-process.on("disconnect", () => process.exit(0))
+serveAsChild(server)
