@@ -29,9 +29,9 @@ export const httpAdapter = <W>(spec: HttpAdapterSpec<W>): UpstreamAdapter => {
       ),
     stream: (call) =>
       Effect.gen(function*() {
-        const bytes = yield* postStream(spec.post(call, true))
         const meta = yield* initialMeta(call.providerModelId)
-        return sseChunks(bytes, spec.translator(meta))
+        // Nothing between the exchange and the stream that closes its body.
+        return sseChunks(yield* postStream(spec.post(call, true)), spec.translator(meta))
       }).pipe(span("stream", call))
   }
 }

@@ -1,4 +1,4 @@
-// Server-sent events over a byte Stream (the parser all three HTTP adapters share), plus the
+// Server-sent events read from an upstream body (the parser all three HTTP adapters share), plus the
 // helpers that turn provider events into OpenAI chat chunks, detect a truncated stream, and read message text.
 import { Chunk, Clock, Effect, Either, Option, Stream } from "effect"
 import { randomUUID } from "node:crypto"
@@ -119,8 +119,9 @@ export const sseChunks = (
 ): Stream.Stream<ChatChunk, UpstreamError> =>
   Stream.suspend(() => {
     const parser = new SseParser()
-    /** The terminator was seen (nothing more to read), or a failure waits behind emitted chunks. */
+    /** The terminator was seen, or the body ended: nothing more to read. */
     let done = false
+    /** What stopped the stream, waiting behind the chunks emitted before it. */
     let failure: UpstreamError | undefined
     /** Translates events until the terminator or a failure into `out`. */
     const translateAll = (events: ReadonlyArray<SseEvent>, out: Array<ChatChunk>) => {
@@ -137,19 +138,11 @@ export const sseChunks = (
         }
       }
     }
-    /** The chunks before a failure go out first; the failure (or the end) comes with the next pull. */
-    const emit = (out: Array<ChatChunk>): Effect.Effect<Chunk.Chunk<ChatChunk>, Option.Option<UpstreamError>> =>
-      out.length > 0
-        ? Effect.succeed(Chunk.unsafeFromArray(out))
-        : failure !== undefined
-        ? Effect.fail(Option.some(failure))
-        : done
-        ? Effect.fail(Option.none())
-        : Effect.succeed(Chunk.empty())
-    const pull = Effect.suspend(() => {
-      if (failure !== undefined) return Effect.fail(Option.some(failure))
-      if (done) return Effect.fail(Option.none())
-      return Effect.matchEffect(body.read, {
+    /** The stream's end once it is due (its failure, else the terminator); undefined before. */
+    const ending = (): Effect.Effect<never, Option.Option<UpstreamError>> | undefined =>
+      failure !== undefined ? Effect.fail(Option.some(failure)) : done ? Effect.fail(Option.none()) : undefined
+    const pull = Effect.suspend(() =>
+      ending() ?? Effect.matchEffect(body.read, {
         onFailure: (error) => Effect.fail(Option.some(error)),
         onSuccess: (read) => {
           const out: Array<ChatChunk> = []
@@ -163,10 +156,11 @@ export const sseChunks = (
             if (failure === undefined && !done) failure = truncatedError()
             done = true
           }
-          return emit(out)
+          // The chunks before a failure go out first; the failure (or the end) comes with the next pull.
+          return out.length > 0 ? Effect.succeed(Chunk.unsafeFromArray(out)) : ending() ?? Effect.succeed(Chunk.empty())
         }
       })
-    })
+    )
     return Stream.repeatEffectChunkOption(pull).pipe(Stream.ensuring(body.close))
   })
 

@@ -40,12 +40,16 @@ export const refusal = (e: RateLimitExceeded) => ({
 
 const utf8 = new TextEncoder()
 
+/** The SSE events that arrived together, as one text (one socket write per batch). */
+export const sseText = <A>(batch: Chunk.Chunk<A>, format: (event: A) => string) =>
+  Chunk.reduce(batch, "", (text, e) => text + format(e))
+
 /**
  * The SSE events that arrived together, encoded and written together: one stage and one socket
  * write per batch the upstream delivered, not one per event. Nothing waits for more events.
  */
 export const sseEncode = <A>(format: (event: A) => string) => <E, R>(events: Stream.Stream<A, E, R>) =>
   Stream.mapChunks(events, (batch) =>
-    Chunk.isEmpty(batch) ? Chunk.empty<Uint8Array>() : Chunk.of(utf8.encode(Chunk.reduce(batch, "", (text, e) => text + format(e)))))
+    Chunk.isEmpty(batch) ? Chunk.empty<Uint8Array>() : Chunk.of(utf8.encode(sseText(batch, format))))
 
 export const sseHeaders = { "cache-control": "no-cache", "x-accel-buffering": "no" }

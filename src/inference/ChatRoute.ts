@@ -15,7 +15,7 @@ import { BadRequest, ValidationError, wireError } from "../../schemas/Errors.js"
 import { apiErrorOf, checkedBody } from "../http/ErrorMapping.js"
 import { readNodeBody } from "../http/RequestBody.js"
 import { annotateCurrentSpan } from "../lib/CurrentSpan.js"
-import { rateLimitHeaders, refusal, runtimeCaller, sseHeaders } from "./Answers.js"
+import { rateLimitHeaders, refusal, runtimeCaller, sseHeaders, sseText } from "./Answers.js"
 
 /**
  * What the route answers: JSON text (an answer or an error), or a stream of chunks sent as SSE,
@@ -59,12 +59,7 @@ const notJson = (cause: unknown) =>
     message: `The request body is not valid JSON${cause instanceof Error ? `: ${cause.message}` : ""}`
   })
 
-/** The chunks of one upstream batch as SSE events, written together. */
-const sseEvents = (batch: Chunk.Chunk<ChatChunk>) => {
-  let text = ""
-  for (const chunk of batch) text += `data: ${JSON.stringify(chunk)}\n\n`
-  return text
-}
+const chatEvent = (chunk: ChatChunk) => `data: ${JSON.stringify(chunk)}\n\n`
 
 /**
  * Writes a JSON reply; an SSE reply streams, waiting for the socket to drain when it must. The
@@ -86,7 +81,7 @@ const send = (res: ServerResponse, reply: Reply): Effect.Effect<void> => {
     return Effect.scoped(Effect.flatMap(Stream.toPull(reply.chunks), (pull) => {
       const loop: Effect.Effect<void> = Effect.matchEffect(pull, {
         onFailure: () => Effect.void, // Option.none(): the end (the chunks cannot fail)
-        onSuccess: (batch) => Chunk.isEmpty(batch) || res.write(sseEvents(batch)) ? loop : Effect.zipRight(drained(res), loop)
+        onSuccess: (batch) => Chunk.isEmpty(batch) || res.write(sseText(batch, chatEvent)) ? loop : Effect.zipRight(drained(res), loop)
       })
       return loop
     }))
