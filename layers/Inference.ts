@@ -103,22 +103,22 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
 
     /** Check 1: the model exists for this platform and the key may do inference. */
     const checkModel = (caller: Caller, request: ChatRequest, candidates: ReadonlyArray<Candidate>) =>
-      Effect.gen(function*() {
+      Effect.suspend((): Effect.Effect<number | undefined, Forbidden | NotFound | ValidationError> => {
         if (!caller.scopes.includes("inference")) {
-          return yield* new Forbidden({ code: "insufficient_scope", message: "This key lacks the inference scope" })
+          return Effect.fail(new Forbidden({ code: "insufficient_scope", message: "This key lacks the inference scope" }))
         }
         if (candidates.length === 0) {
-          return yield* new NotFound({ code: "model_not_found", param: "model", message: `The model '${request.model}' does not exist or is not enabled` })
+          return Effect.fail(new NotFound({ code: "model_not_found", param: "model", message: `The model '${request.model}' does not exist or is not enabled` }))
         }
         const maxTokens = request.max_tokens ?? request.max_completion_tokens
         if (maxTokens !== undefined && maxTokens < 16 && candidates.some((c) => c.kind === "openai-responses")) {
-          return yield* new ValidationError({
+          return Effect.fail(new ValidationError({
             code: "max_tokens_too_small",
             param: "max_tokens",
             message: "max_tokens must be at least 16 for this model"
-          })
+          }))
         }
-        return maxTokens
+        return Effect.succeed(maxTokens)
       }).pipe(withCallSpan("preflight.model"))
 
     /**
@@ -151,31 +151,33 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
 
     /** Check 4: remaining > 0 on the USD ledger (open capability holds count), then on the display ledger. */
     const checkBudget = (budget: BudgetRow | null, snapshot: AdmissionSnapshot) =>
-      Effect.gen(function*() {
-        if (budget === null) return
+      Effect.suspend((): Effect.Effect<void, PaymentRequired> => {
+        if (budget === null) return Effect.void
         const remaining = BigDecimal.subtract(BigDecimal.subtract(dec(budget.max_usd), dec(budget.used_usd)), snapshot.held)
         if (BigDecimal.lessThanOrEqualTo(remaining, ZERO)) {
-          return yield* new PaymentRequired({ code: "budget_exhausted", param: "usd_ledger", message: "The USD budget is exhausted" })
+          return Effect.fail(new PaymentRequired({ code: "budget_exhausted", param: "usd_ledger", message: "The USD budget is exhausted" }))
         }
         if (display.exhausted(budget, snapshot.settings.end_user_wallet ?? null)) {
-          return yield* new PaymentRequired({ code: "budget_exhausted", param: "display_ledger", message: "The display balance is exhausted" })
+          return Effect.fail(new PaymentRequired({ code: "budget_exhausted", param: "display_ledger", message: "The display balance is exhausted" }))
         }
+        return Effect.void
       }).pipe(withCallSpan("preflight.budget"))
 
     /** Check 5: the platform wallet covers the estimate (priced at the dearest candidate). */
     const checkWallet = (snapshot: AdmissionSnapshot, promptEstimate: number, maxTokens: number | undefined) =>
-      Effect.gen(function*() {
+      Effect.suspend((): Effect.Effect<void, PaymentRequired> => {
         const estimate = BigDecimal.sum(
           perMillion(promptEstimate, maxBy(snapshot.candidates.map((c) => c.inputUsdPerMtok))),
           perMillion(maxTokens ?? DEFAULT_MAX_TOKENS, maxBy(snapshot.candidates.map((c) => c.outputUsdPerMtok)))
         )
         if (BigDecimal.lessThan(snapshot.walletBalance, estimate)) {
-          return yield* new PaymentRequired({
+          return Effect.fail(new PaymentRequired({
             code: "wallet_insufficient",
             param: "platform_wallet",
             message: `The platform wallet cannot cover the estimated cost (${BigDecimal.format(estimate)} USD)`
-          })
+          }))
         }
+        return Effect.void
       }).pipe(withCallSpan("preflight.wallet"))
 
     /**

@@ -6,7 +6,7 @@
 //   upstream;
 // - currentSpan / annotateCurrentSpan without the Error;
 // - withCallSpan: a span on the per-call path only when tracing is on.
-import { Effect, FiberRef, Option, Tracer } from "effect"
+import { Context, Effect, FiberRef, Option, Tracer } from "effect"
 
 /** The span whose ids a callee should see: the nearest recorded (or external) span. */
 const propagated = (span: Tracer.AnySpan): Option.Option<Tracer.AnySpan> =>
@@ -19,24 +19,28 @@ export const traceparentOf = (span: Tracer.AnySpan): string | null =>
     onSome: (s) => `00-${s.traceId}-${s.spanId}-${s.sampled ? "01" : "00"}`
   })
 
+/** The nearest span of the fiber's context (one runtime operation: these run several times per call). */
+const parentSpan = <A>(f: (span: Option.Option<Tracer.AnySpan>) => A): Effect.Effect<A> =>
+  Effect.withFiberRuntime((fiber) => Effect.succeed(f(Context.getOption(fiber.currentContext, Tracer.ParentSpan))))
+
+const recorded = (span: Option.Option<Tracer.AnySpan>): Option.Option<Tracer.Span> =>
+  Option.filter(span, (s): s is Tracer.Span => s._tag === "Span")
+
 /**
  * The current span, if any. Effect.currentSpan fails (an Error, stack included) when there is
  * none, the common case with tracing off; this reads the context.
  */
-export const currentSpan: Effect.Effect<Option.Option<Tracer.Span>> = Effect.map(
-  Effect.serviceOption(Tracer.ParentSpan),
-  Option.filter((span): span is Tracer.Span => span._tag === "Span")
-)
+export const currentSpan: Effect.Effect<Option.Option<Tracer.Span>> = parentSpan(recorded)
 
 /** The current span's traceparent; null outside any trace. */
-export const currentTraceparent: Effect.Effect<string | null> = Effect.map(
-  Effect.serviceOption(Tracer.ParentSpan),
+export const currentTraceparent: Effect.Effect<string | null> = parentSpan(
   Option.match({ onNone: () => null, onSome: traceparentOf })
 )
 
 /** Adds attributes to the current span; nothing when there is none or it is a no-op. */
 export const annotateCurrentSpan = (attributes: Record<string, unknown>): Effect.Effect<void> =>
-  Effect.map(currentSpan, (span) => {
+  parentSpan((parent) => {
+    const span = recorded(parent)
     if (span._tag === "None" || span.value.spanId === "noop") return
     for (const key in attributes) span.value.attribute(key, attributes[key])
   })
