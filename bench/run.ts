@@ -307,18 +307,22 @@ interface LoadResult {
   readonly statuses: Record<string, number>
   /** The first non-2xx answer of the step (status and the start of its body), for the report. */
   readonly firstFailure: string | null
-  readonly gatewayPeakRssMb: number | null
-  readonly gatewayCpuPct: number | null
+  /** The target's own process (the gateway, the reference proxy), when it is sampled. */
+  readonly peakRssMb: number | null
+  readonly cpuPct: number | null
 }
 
-const load = (target: Target, mode: Mode, connections: number, seconds: number, gateway: Sampler | null) =>
+/** CPU time of the target's process per successful call, in microseconds (machine-speed independent, unlike RPS). */
+const cpuPerCallUs = (l: LoadResult) => l.cpuPct === null || l.rps <= 0 ? null : (l.cpuPct / 100) * 1e6 / l.rps
+
+const load = (target: Target, mode: Mode, connections: number, seconds: number, sampled: Sampler | null) =>
   new Promise<LoadResult>((resolve, reject) => {
     const latencies = new Samples()
     const statuses: Record<string, number> = {}
     let firstFailure: string | null = null
     let incomplete = 0
-    gateway?.resetWindow()
-    const cpuBefore = gateway === null ? null : cpuSeconds(gateway.pid)
+    sampled?.resetWindow()
+    const cpuBefore = sampled === null ? null : cpuSeconds(sampled.pid)
     const startedAt = performance.now()
     const instance = autocannon(
       {
@@ -343,8 +347,8 @@ const load = (target: Target, mode: Mode, connections: number, seconds: number, 
       (error: unknown, result: autocannon.Result) => {
         if (error) return reject(error)
         const wall = (performance.now() - startedAt) / 1000
-        const cpuAfter = gateway === null ? null : cpuSeconds(gateway.pid)
-        gateway?.sample()
+        const cpuAfter = sampled === null ? null : cpuSeconds(sampled.pid)
+        sampled?.sample()
         const sorted = latencies.sorted()
         resolve({
           mode,
@@ -360,8 +364,8 @@ const load = (target: Target, mode: Mode, connections: number, seconds: number, 
           incomplete,
           statuses,
           firstFailure,
-          gatewayPeakRssMb: gateway === null ? null : gateway.windowPeakKb / 1024,
-          gatewayCpuPct: cpuBefore === null || cpuAfter === null ? null : (100 * (cpuAfter - cpuBefore)) / wall
+          peakRssMb: sampled === null ? null : sampled.windowPeakKb / 1024,
+          cpuPct: cpuBefore === null || cpuAfter === null ? null : (100 * (cpuAfter - cpuBefore)) / wall
         })
       }
     )
@@ -711,10 +715,11 @@ const render = (report: Report) => {
   out.push("")
 
   out.push("Load (autocannon; latency is to the last byte of the answer, so for streams the whole stream; RPS counts 2xx only;")
-  out.push("added = gateway or proxy minus direct in the same step; CPU = gateway process CPU over the step, 100% = one core):")
+  out.push("added = gateway or proxy minus direct in the same step; CPU = the gateway's or the reference proxy's process CPU over the step,")
+  out.push("100% = one core, and per successful call):")
   out.push("")
-  out.push("| mode | conns | target | RPS | p50 ms | p99 ms | added p50 | added p99 | non-2xx | errors | gateway CPU | gateway RSS MB |")
-  out.push("|---|---|---|---|---|---|---|---|---|---|---|---|")
+  out.push("| mode | conns | target | RPS | p50 ms | p99 ms | added p50 | added p99 | non-2xx | errors | CPU | CPU us/call | RSS MB |")
+  out.push("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
   for (const mode of MODES) {
     for (const c of CONNECTIONS) {
       const direct = findLoad(loads, mode, c, "direct")
@@ -724,12 +729,27 @@ const render = (report: Report) => {
         const a50 = target === "direct" || !direct ? "" : signed(l.p50 - direct.p50)
         const a99 = target === "direct" || !direct ? "" : signed(l.p99 - direct.p99)
         const errors = l.errors + l.timeouts + l.incomplete
+        const perCall = cpuPerCallUs(l)
         out.push(`| ${mode} | ${c} | ${target} | ${l.rps.toFixed(0)} | ${ms(l.p50)} | ${ms(l.p99)} | ${a50} | ${a99} | ${l.non2xx} | ${errors} | ` +
-          `${l.gatewayCpuPct === null ? "" : `${l.gatewayCpuPct.toFixed(0)}%`} | ${l.gatewayPeakRssMb === null ? "" : mb(l.gatewayPeakRssMb)} |`)
+          `${l.cpuPct === null ? "" : `${l.cpuPct.toFixed(0)}%`} | ${perCall === null ? "" : perCall.toFixed(0)} | ${l.peakRssMb === null ? "" : mb(l.peakRssMb)} |`)
       }
     }
   }
   out.push("")
+  // Where the throughput ratio comes from: when both saturate their core, the gateway's share of
+  // the proxy's RPS is about the proxy's CPU per call over the gateway's.
+  const perCallPairs = MODES.flatMap((mode) =>
+    [16, 64].flatMap((c) => {
+      const gw = findLoad(loads, mode, c, "gateway")
+      const proxy = findLoad(loads, mode, c, "proxy")
+      const g = gw ? cpuPerCallUs(gw) : null
+      const p = proxy ? cpuPerCallUs(proxy) : null
+      return g === null || p === null ? [] : [`${mode} ${c} conns ${g.toFixed(0)} against ${p.toFixed(0)} us (${(g / p).toFixed(1)}x)`]
+    }))
+  if (perCallPairs.length > 0) {
+    out.push(`CPU per call, gateway against the reference proxy: ${perCallPairs.join("; ")}. The 40% target asks for at most 2.5x.`)
+    out.push("")
+  }
   out.push(`Stream time to first body byte, 1 connection, ${TTFB_REQUESTS} sequential requests per target (round-robin across targets):`)
   out.push("")
   out.push("| target | TTFB p50 ms | TTFB p99 ms | added TTFB p50 | whole stream p50 ms | failures |")
@@ -897,12 +917,12 @@ const main = async () => {
   for (const mode of MODES) {
     for (const connections of CONNECTIONS) {
       for (const name of TARGETS) {
-        const result = await load(targets[name], mode, connections, DURATION, name === "gateway" ? sampler : null)
+        const result = await load(targets[name], mode, connections, DURATION, name === "gateway" ? sampler : name === "proxy" ? proxySampler : null)
         loads.push(result)
-        if (name === "gateway" && mode === "stream" && connections === 256) stream256Mb = result.gatewayPeakRssMb
+        if (name === "gateway" && mode === "stream" && connections === 256) stream256Mb = result.peakRssMb
         log(`${mode} c=${connections} ${name}: ${result.rps.toFixed(0)} rps, p50 ${ms(result.p50)} ms, p99 ${ms(result.p99)} ms, ` +
           `non-2xx ${result.non2xx}, errors ${result.errors + result.timeouts}, incomplete ${result.incomplete}` +
-          (result.gatewayCpuPct === null ? "" : `, cpu ${result.gatewayCpuPct.toFixed(0)}%, rss ${mb(result.gatewayPeakRssMb)} MB`) +
+          (result.cpuPct === null ? "" : `, cpu ${result.cpuPct.toFixed(0)}% (${cpuPerCallUs(result)?.toFixed(0)} us/call), rss ${mb(result.peakRssMb)} MB`) +
           (result.firstFailure === null ? "" : `; first non-2xx: ${result.firstFailure}`))
       }
     }
