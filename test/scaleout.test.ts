@@ -144,9 +144,13 @@ describe("two gateway processes on one database", () => {
       }
     }
     expect(statuses).toEqual([200, 200, 200, 200, 429, 429, 429, 429])
-    // The refusals never reached settlement: exactly four log rows.
-    const logs = await db.pool.query("SELECT count(*)::int AS n FROM inference_logs WHERE platform_id = $1", [t.platformId])
-    expect(logs.rows[0].n).toBe(4)
+    // The refusals never reached settlement: exactly four log rows, once the settlements (written
+    // after the answers, a few milliseconds later) are in, and still four a moment after.
+    const logCount = async () =>
+      (await db.pool.query("SELECT count(*)::int AS n FROM inference_logs WHERE platform_id = $1", [t.platformId])).rows[0].n
+    await expect.poll(logCount, { timeout: 5000 }).toBe(4)
+    await new Promise((resolve) => setTimeout(resolve, 300))
+    expect(await logCount()).toBe(4)
   })
 
   it.runIf(redisUrl === undefined)("(a') without REDIS_URL limits are per instance: rpm 4 behind a round robin lets 4 through on each", async () => {
