@@ -15,6 +15,7 @@ import {
   PaymentRequired,
   ValidationError
 } from "../schemas/Errors.js"
+import { objectId } from "../src/lib/Ids.js"
 import { dec } from "../src/lib/Money.js"
 import { annotateCurrentSpan, currentSpan, currentTraceparent, withCallSpan } from "../src/lib/CurrentSpan.js"
 import { currentPeriodStart } from "../src/lib/Periods.js"
@@ -235,7 +236,7 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
         yield* checkBudget(budget, snapshot)
         yield* checkWallet(snapshot, promptEstimate, maxTokens)
         const admitted: Admitted = {
-          requestId: `${requestType === "response" ? "resp_" : "chatcmpl-"}${randomUUID().replaceAll("-", "")}`,
+          requestId: objectId(requestType === "response" ? "resp_" : "chatcmpl-"),
           requestType,
           caller,
           request,

@@ -4,10 +4,10 @@
 // response is stored per end user.
 import { PgClient } from "@effect/sql-pg"
 import { Clock, Effect, Stream } from "effect"
-import { randomUUID } from "node:crypto"
 import type { ChatChunk, ChatCompletion, ChatMessage, ChatRequest, FunctionTool, ToolCall, Usage } from "../schemas/Chat.js"
 import { Forbidden, NotFound, ValidationError } from "../schemas/Errors.js"
 import type { InputItem, OutputItem, ResponseObject, ResponsesRequest } from "../schemas/Responses.js"
+import { objectId } from "../src/lib/Ids.js"
 import { Listeners, mcpPublicUrl } from "../src/Listeners.js"
 import { type Caller, Inference } from "./Inference.js"
 import { type EndUserPrincipal, KeyAuth } from "./KeyAuth.js"
@@ -21,7 +21,7 @@ interface StoredResponse {
   readonly output_items: ReadonlyArray<OutputItem>
 }
 
-const itemId = (prefix: string) => `${prefix}_${randomUUID().replaceAll("-", "")}`
+const itemId = (prefix: string) => objectId(`${prefix}_`)
 
 const partsText = (content: string | ReadonlyArray<{ readonly text: string }>) =>
   typeof content === "string" ? content : content.map((p) => p.text).join("")

@@ -148,7 +148,7 @@ describe("two gateway processes on one database", () => {
     // after the answers, a few milliseconds later) are in, and still four a moment after.
     const logCount = async () =>
       (await db.pool.query("SELECT count(*)::int AS n FROM inference_logs WHERE platform_id = $1", [t.platformId])).rows[0].n
-    await expect.poll(logCount, { timeout: 5000 }).toBe(4)
+    await pollUntil(async () => (await logCount()) >= 4, 5_000, 50)
     await new Promise((resolve) => setTimeout(resolve, 300))
     expect(await logCount()).toBe(4)
   })

@@ -1,8 +1,8 @@
 // Server-sent events read from an upstream body (the parser all three HTTP adapters share), plus the
 // helpers that turn provider events into OpenAI chat chunks, detect a truncated stream, and read message text.
 import { Chunk, Clock, Effect, Either, Option, Stream } from "effect"
-import { randomUUID } from "node:crypto"
 import type { ChatChunk, ChatMessage, Usage } from "../../schemas/Chat.js"
+import { objectId } from "../../src/lib/Ids.js"
 import type { ByteSource } from "./Http.js"
 import { UpstreamError } from "./Upstream.js"
 
@@ -199,11 +199,8 @@ export const usageOf = (prompt: number, completion: number): Usage => ({
   total_tokens: prompt + completion
 })
 
-/**
- * `chatcmpl-` + 32 random hex chars, for upstreams that give no id. From randomUUID, which draws
- * from a pooled buffer: randomBytes made a getrandom system call on every stream (1.4% of its CPU).
- */
-export const completionId = (): string => `chatcmpl-${randomUUID().replaceAll("-", "")}`
+/** A completion id for upstreams that give none. */
+export const completionId = (): string => objectId("chatcmpl-")
 
 export const nowSeconds: Effect.Effect<number> = Effect.map(Clock.currentTimeMillis, (ms) => Math.floor(ms / 1000))
 
