@@ -346,6 +346,18 @@ for (const suite of suites) {
         expect(errors[0]).toMatchObject({ kind: "connect", retryable: true })
       }))
 
+    it.live("a body that ends cleanly before the terminator fails as truncated, after the chunks received", () =>
+      Effect.gen(function*() {
+        fake.setBehavior({ endAfterChunks: 2 })
+        const stream = yield* adapter.stream(makeCall(fake.url, { stream: true }))
+        const items = Chunk.toReadonlyArray(yield* Stream.runCollect(Stream.either(stream)))
+        expect(contentOf(items.filter(Either.isRight).map((r) => r.right))).toBe("Hello from")
+        const errors = items.filter(Either.isLeft).map((l) => l.left)
+        expect(errors).toHaveLength(1)
+        expect(errors[0]).toMatchObject({ kind: "connect", retryable: true, message: "upstream stream ended before its terminator" })
+        expect(Either.isLeft(items[items.length - 1]!)).toBe(true)
+      }))
+
     it.live("an in-stream error event fails the stream with a retryable status error", () =>
       Effect.gen(function*() {
         fake.setBehavior({ streamErrorAfterChunks: 1 })
@@ -383,53 +395,6 @@ describe("upstream deadline", () => {
       expect(closed).toBe(true)
       server.closeAllConnections()
       server.close()
-    }))
-})
-
-describe("upstream stream body", () => {
-  /** A raw OpenAI-style SSE server: `frames` are written, then `finish` decides the body's end. */
-  const sseServer = (frames: ReadonlyArray<string>, finish: "end" | "stall") =>
-    Effect.acquireRelease(
-      Effect.promise(() =>
-        new Promise<{ readonly url: string; readonly closed: () => boolean; readonly server: http.Server }>((resolve) => {
-          let closed = false
-          const server = http.createServer((_req, res) => {
-            res.writeHead(200, { "content-type": "text/event-stream" })
-            for (const frame of frames) res.write(`data: ${frame}\n\n`)
-            res.on("close", () => (closed = true))
-            if (finish === "end") res.end()
-          })
-          server.listen(0, "127.0.0.1", () =>
-            resolve({ url: `http://127.0.0.1:${(server.address() as { port: number }).port}/v1`, closed: () => closed, server }))
-        })),
-      ({ server }) => Effect.sync(() => {
-        server.closeAllConnections()
-        server.close()
-      })
-    )
-  const delta = (content: string) =>
-    JSON.stringify({ id: "c1", created: 1, model: "m", choices: [{ index: 0, delta: { content }, finish_reason: null }] })
-
-  it.scopedLive("a body that ends cleanly before [DONE] fails after the chunks received, as truncated", () =>
-    Effect.gen(function*() {
-      const { url } = yield* sseServer([delta("Hel"), delta("lo")], "end")
-      const stream = yield* adapterFor("openai").stream(makeCall(url, { stream: true }))
-      const items = Chunk.toReadonlyArray(yield* Stream.runCollect(Stream.either(stream)))
-      expect(items.filter(Either.isRight).map((r) => r.right.choices[0]?.delta.content).join("")).toBe("Hello")
-      const errors = items.filter(Either.isLeft).map((l) => l.left)
-      expect(errors).toHaveLength(1)
-      expect(errors[0]).toMatchObject({ kind: "connect", retryable: true, message: "upstream stream ended before its terminator" })
-      expect(Either.isLeft(items[items.length - 1]!)).toBe(true)
-    }))
-
-  it.scopedLive("a stream interrupted while waiting for more bytes closes the upstream request", () =>
-    Effect.gen(function*() {
-      const upstream = yield* sseServer([delta("Hi")], "stall")
-      const stream = yield* adapterFor("openai").stream(makeCall(upstream.url, { stream: true }, 10_000))
-      const first = yield* Stream.runHead(stream).pipe(Effect.flatten, Effect.timeout("2 seconds"))
-      expect(first.choices[0]?.delta.content).toBe("Hi")
-      for (let i = 0; i < 50 && !upstream.closed(); i++) yield* Effect.sleep("20 millis")
-      expect(upstream.closed()).toBe(true)
     }))
 })
 

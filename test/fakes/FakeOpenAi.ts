@@ -27,6 +27,8 @@ export interface FakeBehavior {
   readonly dropAfterChunks?: number
   /** Streams only: send this many content chunks, then the provider's in-stream error event, then end. */
   readonly streamErrorAfterChunks?: number
+  /** Streams only: send this many content chunks, then end the body cleanly: no finish, usage or terminator. */
+  readonly endAfterChunks?: number
   /** Streams only: pause before each content chunk. */
   readonly chunkDelayMs?: number
   /** Pause before the status line (slow but not hung). */
@@ -61,7 +63,7 @@ export interface FakeUsage {
   readonly completion: number
 }
 
-/** SSE frames of a stream: content frames are what `dropAfterChunks` and `chunkDelayMs` count. */
+/** SSE frames of a stream: content frames are what the `...AfterChunks` limits and `chunkDelayMs` count. */
 export interface Frames {
   readonly head: ReadonlyArray<string>
   readonly content: ReadonlyArray<string>
@@ -135,7 +137,7 @@ export const startFake = async (protocol: FakeProtocol): Promise<FakeUpstream> =
     res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache" })
     res.flushHeaders()
     for (const f of frames.head) res.write(f)
-    const limit = behavior.dropAfterChunks ?? behavior.streamErrorAfterChunks
+    const limit = behavior.dropAfterChunks ?? behavior.streamErrorAfterChunks ?? behavior.endAfterChunks
     for (const [i, f] of frames.content.entries()) {
       if (limit !== undefined && i >= limit) break
       if (behavior.chunkDelayMs !== undefined) await sleep(behavior.chunkDelayMs)
@@ -144,6 +146,10 @@ export const startFake = async (protocol: FakeProtocol): Promise<FakeUpstream> =
     }
     if (behavior.streamErrorAfterChunks !== undefined) {
       res.end(protocol.streamError("scripted stream failure"))
+      return
+    }
+    if (behavior.endAfterChunks !== undefined) {
+      res.end()
       return
     }
     if (limit !== undefined) {
