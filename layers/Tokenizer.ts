@@ -1,7 +1,7 @@
 // Token counting for pre-flight estimates and for usage the upstream did not report
 // (interrupted streams): a real BPE tokenizer (o200k, gpt-tokenizer), never a char heuristic.
 import { GptEncoding } from "gpt-tokenizer/GptEncoding"
-import { createHash } from "node:crypto"
+import { hash } from "node:crypto"
 import { readFileSync } from "node:fs"
 import { createRequire } from "node:module"
 import type { ChatMessage } from "../schemas/Chat.js"
@@ -36,36 +36,60 @@ const exactUtf8 = (bytes: Buffer): string | undefined => {
   }
 }
 
-const { countTokens } = GptEncoding.getEncodingApi("o200k_base", o200kRanks)
+const encoding = GptEncoding.getEncodingApi("o200k_base", o200kRanks)
+/**
+ * Text as ordinary text: a special token's spelling ("<|endoftext|>") in a message counts as
+ * the tokens of its characters. The library's default throws on it, which made a message that
+ * quotes one fail its call.
+ */
+const ordinary = { disallowedSpecial: new Set<string>() }
+const countTokens = (text: string): number => encoding.countTokens(text, ordinary)
+
+/** A Map bounded to `entries`, the least recently used dropped first. */
+const lruCounts = (entries: number) => {
+  const counts = new Map<string, number>()
+  return {
+    get: (key: string): number | undefined => {
+      const known = counts.get(key)
+      if (known !== undefined) {
+        counts.delete(key) // most recently used last
+        counts.set(key, known)
+      }
+      return known
+    },
+    set: (key: string, count: number) => {
+      counts.set(key, count)
+      if (counts.size > entries) counts.delete(counts.keys().next().value!)
+    }
+  }
+}
 
 /**
- * `count` remembering the counts of long texts (by SHA-256, the least recently used dropped past
- * `entries`): a conversation resends its whole history with every call, and counting it again
- * each turn cost about 2.5 ms of CPU per call at 20,000 tokens. Short texts are counted directly
- * (a few microseconds), so the cache holds only what is worth it and stays small.
+ * `count` remembering its counts (least recently used dropped past `entries` of each kind): a
+ * conversation resends its whole history with every call, and counting it again each turn cost
+ * about 2.5 ms of CPU per call at 20,000 tokens; system prompts and other short messages repeat
+ * across calls, and even a short text costs 5-15 us to count (the tokenizer's Unicode regex),
+ * against a Map lookup. Long texts are remembered by their SHA-256, so the cache holds only
+ * their digests; short ones (under `minChars`) by the text itself.
  */
 export const cachedCounter = (
   count: (text: string) => number,
-  { entries, minChars }: { readonly entries: number; readonly minChars: number }
+  { entries, minChars, shortEntries = entries }: { readonly entries: number; readonly minChars: number; readonly shortEntries?: number }
 ) => {
-  const counts = new Map<string, number>()
+  const long = lruCounts(entries)
+  const short = lruCounts(shortEntries)
   return (text: string): number => {
-    if (text.length < minChars) return count(text)
-    const key = createHash("sha256").update(text).digest("base64")
-    const known = counts.get(key)
-    if (known !== undefined) {
-      counts.delete(key) // most recently used last
-      counts.set(key, known)
-      return known
-    }
+    const [cache, key] = text.length < minChars ? [short, text] : [long, hash("sha256", text, "base64")]
+    const known = cache.get(key)
+    if (known !== undefined) return known
     const counted = count(text)
-    counts.set(key, counted)
-    if (counts.size > entries) counts.delete(counts.keys().next().value!)
+    cache.set(key, counted)
     return counted
   }
 }
 
-const countMessageTokens = cachedCounter(countTokens, { entries: 10_000, minChars: 512 })
+// Short texts are at most 511 characters: 2,000 of them are at most about 2 MB.
+const countMessageTokens = cachedCounter(countTokens, { entries: 10_000, minChars: 512, shortEntries: 2_000 })
 
 const messageText = (message: ChatMessage): string => {
   const content = typeof message.content === "string"

@@ -136,6 +136,13 @@ describe("chat completions with the openai SDK", () => {
     expect((await money(t)).debits).toBe(2)
   })
 
+  it("a message that quotes a special token's spelling is counted as text, not refused", async () => {
+    const t = await tenant()
+    const res = await t.client.chat.completions.create({ model: "mock-echo", messages: [{ role: "user", content: "what is <|endoftext|>?" }] })
+    expect(res.choices[0]!.message.content).toBe("echo: what is <|endoftext|>?")
+    expect((await money(t)).logs).toBe(1)
+  })
+
   it("JSON mode passes through", async () => {
     const t = await tenant()
     const res = await t.client.chat.completions.create({

@@ -1,19 +1,23 @@
-// Prompt token counts: a long message is counted once and then remembered (a conversation
-// resends its history every turn), with the same result as counting it again; short ones are
-// counted directly; the memory is bounded (least recently used dropped).
+// Prompt token counts: a message is counted once and then remembered (a conversation resends its
+// history every turn, a system prompt comes with every call), with the same result as counting it
+// again; the memory is bounded (least recently used dropped), for long and short texts apart.
 import { describe, expect, it } from "vitest"
 import { cachedCounter, countPromptTokens, countTextTokens } from "../../layers/Tokenizer.js"
 
 describe("token counting", () => {
-  it("counts long texts once, short ones every time, and drops the least recently used past its bound", () => {
+  it("counts a text once, and drops the least recently used past its bound", () => {
     const seen: Array<string> = []
     const count = cachedCounter((text) => {
       seen.push(text)
       return text.length
-    }, { entries: 2, minChars: 10 })
+    }, { entries: 2, minChars: 10, shortEntries: 1 })
     const [a, b, c] = ["a".repeat(10), "b".repeat(11), "c".repeat(12)]
     expect([count(a), count(a), count("short"), count("short")]).toEqual([10, 10, 5, 5])
-    expect(seen).toEqual([a, "short", "short"])
+    expect(seen).toEqual([a, "short"])
+    count("tiny") // one short text kept: "short" goes, the long ones stay
+    expect([count("short"), count(a)]).toEqual([5, 10])
+    expect(seen).toEqual([a, "short", "tiny", "short"])
+    seen.length = 0
     count(b)
     count(a) // a is now the most recently used
     count(c) // past the bound: b goes
@@ -32,5 +36,10 @@ describe("token counting", () => {
     expect(countPromptTokens(history)).toBe(direct) // from the cache
     const next = [...history, { role: "user" as const, content: "And one more question." }]
     expect(countPromptTokens(next)).toBe(direct + countTextTokens("And one more question.") + 4)
+  })
+
+  it("counts a special token's spelling as ordinary text", () => {
+    expect(countTextTokens("hello <|endoftext|> world")).toBeGreaterThan(3)
+    expect(countPromptTokens([{ role: "user", content: "quote: <|endoftext|>" }])).toBeGreaterThan(7)
   })
 })
