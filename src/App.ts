@@ -30,6 +30,7 @@ import { WebhookOutbox } from "../layers/WebhookOutbox.js"
 import { ApiListenerLive } from "./http/Server.js"
 import { Listeners } from "./Listeners.js"
 import { ToolListenerLive } from "./tools/Server.js"
+import { SharedSchedulerLive } from "./lib/SharedScheduler.js"
 import { TracingLive } from "./Tracing.js"
 
 export type Role = "all" | "api" | "tools"
@@ -63,4 +64,4 @@ export const CoreLive = ConfigFileLive.pipe(
 
 /** The program; tests pass their own tracing layer (an in-memory exporter). */
 export const appLayer = (role: Role, tracing: Layer.Layer<never, unknown> = TracingLive) =>
-  listenersFor(role).pipe(Layer.provideMerge(CoreLive), Layer.provide(tracing))
+  listenersFor(role).pipe(Layer.provideMerge(CoreLive), Layer.provide(tracing), Layer.provide(SharedSchedulerLive))

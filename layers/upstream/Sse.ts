@@ -161,7 +161,8 @@ export const sseChunks = (
         }
       })
     )
-    return Stream.repeatEffectChunkOption(pull).pipe(Stream.ensuring(body.close))
+    // Complete: the terminator was read (not a failure, not an end before it).
+    return Stream.repeatEffectChunkOption(pull).pipe(Stream.ensuring(Effect.suspend(() => body.close(done && failure === undefined))))
   })
 
 /** Identity of the completion a stream's chunks belong to; adapters learn id/model from the first event. */
