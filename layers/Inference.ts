@@ -18,7 +18,7 @@ import {
 import { objectId } from "../src/lib/Ids.js"
 import { dec } from "../src/lib/Money.js"
 import { annotateCurrentSpan, currentSpan, currentTraceparent, withCallSpan } from "../src/lib/CurrentSpan.js"
-import { currentPeriodStart } from "../src/lib/Periods.js"
+import { currentPeriodStart, nextPeriodStart } from "../src/lib/Periods.js"
 import { AdmissionCache } from "./AdmissionCache.js"
 import { type AdmissionSnapshot, loadAdmissionSnapshot } from "./AdmissionSnapshot.js"
 import { ProviderKeys } from "./ProviderKeys.js"
@@ -28,7 +28,7 @@ import { DisplayLedger } from "./DisplayLedger.js"
 import type { EndUserPrincipal, PlatformPrincipal } from "./KeyAuth.js"
 import { costUsd, inferenceDuration, inferenceRequests, preflightRejections, taggedBy, tokensUsed } from "./Metrics.js"
 import { type Candidate, orderCandidates, ProviderRouter } from "./ProviderRouter.js"
-import { Settlements, unsettled } from "./Settlements.js"
+import { type BudgetExpectation, Settlements, unsettled } from "./Settlements.js"
 import { RateLimiter, type RateLimitExceeded, type RateLimits, type RateLimitState } from "./RateLimiter.js"
 import { countPromptTokens, countTextTokens } from "./Tokenizer.js"
 import { UpstreamAdapters } from "./upstream/Adapters.js"
@@ -56,8 +56,16 @@ export interface Admitted {
   readonly rateLimit: RateLimitState | null
   /** The platform's display-wallet settings, for the rules applied at settlement. */
   readonly displaySettings: WalletSettings | null
+  /** The end user's live budget as admission saw it (null: none; absent: not known). */
+  readonly budget: BudgetExpectation | null | undefined
   readonly startedAt: number
 }
+
+const budgetExpectation = (row: BudgetRow): BudgetExpectation => ({
+  id: row.id,
+  periodStart: row.period_start,
+  periodEnd: nextPeriodStart(row.period, row.period_anchor, row.period_start)
+})
 
 export interface Outcome {
   readonly candidate: Candidate
@@ -134,7 +142,10 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
         return { limits, rateLimit: yield* limiter.admit(caller.endUserId, limits, promptEstimate) }
       }).pipe(withCallSpan("preflight.rate_limit"))
 
-    /** Check 3: the live, active budget (after a due period reset) is not suspended. */
+    /**
+     * Check 3: the live, active budget (after a due period reset) is not suspended. Returns the
+     * live budget (active or not; null: none).
+     */
     const checkSuspension = (caller: Caller, snapshot: AdmissionSnapshot) =>
       Effect.gen(function*() {
         const row = snapshot.budget
@@ -143,8 +154,7 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
         const current = currentPeriodStart(row.period, row.period_anchor, new Date(yield* Clock.currentTimeMillis)).getTime() > row.period_start.getTime()
           ? yield* ledger.get(caller.platformId, caller.endUserId).pipe(Effect.catchTag("NotFound", () => Effect.succeed(null)))
           : row
-        if (current === null || !current.is_active) return null
-        if (current.is_suspended) {
+        if (current?.is_active === true && current.is_suspended) {
           return yield* new PaymentRequired({ code: "budget_suspended", param: "budget", message: "The budget is suspended" })
         }
         return current
@@ -232,8 +242,8 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
         const maxTokens = yield* checkModel(caller, request, snapshot.candidates)
         const promptEstimate = countPromptTokens(request.messages)
         const { limits, rateLimit } = yield* checkRateLimit(caller, snapshot, promptEstimate)
-        const budget = yield* checkSuspension(caller, snapshot)
-        yield* checkBudget(budget, snapshot)
+        const live = yield* checkSuspension(caller, snapshot)
+        yield* checkBudget(live?.is_active === true ? live : null, snapshot)
         yield* checkWallet(snapshot, promptEstimate, maxTokens)
         const admitted: Admitted = {
           requestId: objectId(requestType === "response" ? "resp_" : "chatcmpl-"),
@@ -245,6 +255,7 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
           limits,
           rateLimit,
           displaySettings: caller._tag === "EndUserKey" ? snapshot.settings.end_user_wallet ?? null : null,
+          budget: live === null ? null : live.is_active ? budgetExpectation(live) : undefined,
           startedAt
         }
         return admitted
@@ -338,7 +349,8 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
           details,
           actor: actorOf(caller),
           displaySettings: admitted.displaySettings,
-          parent: yield* currentSpan
+          parent: yield* currentSpan,
+          budget: admitted.budget
         })
         if (caller._tag === "EndUserKey") {
           yield* limiter.settle(caller.endUserId, admitted.limits, admitted.promptEstimate, outcome.usage.total_tokens)

@@ -65,6 +65,15 @@ export const rateLimiterErrors = Metric.counter("gateway.ratelimiter.errors", {
   incremental: true
 })
 
+/**
+ * Settlement groups written, tagged `path`: `statement` (the one-statement common case) or
+ * `transaction` (period resets, low-balance and debit webhooks, display charges, replays).
+ */
+export const settlementGroups = MetricKey.counter("gateway.settlement.groups", {
+  description: "Settlement groups written, by path (statement|transaction)",
+  incremental: true
+})
+
 /** API key resolutions, tagged `source`: `cache` (no database read) or `database`. */
 export const authLookups = MetricKey.counter("gateway.auth.lookups", {
   description: "API key resolutions by source (cache or database)",

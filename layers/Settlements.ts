@@ -20,6 +20,7 @@ import { isDatabaseOutage, isDeadlock, isQueryCanceled } from "../src/lib/SqlErr
 import { type Actor, BudgetLedger, type BudgetRow, type DebitItem } from "./BudgetLedger.js"
 import { ruleCharge } from "./DisplayLedger.js"
 import { dataDir } from "./EmbeddedPostgres.js"
+import { settlementGroups, taggedBy } from "./Metrics.js"
 import { PlatformWallet } from "./PlatformWallet.js"
 import { type Journal, openJournal, type Segment } from "./SettlementJournal.js"
 import { type BudgetEventType, wantedBy } from "./WebhookOutbox.js"
@@ -46,6 +47,17 @@ export interface CallRecord {
   readonly metadata: Record<string, unknown>
 }
 
+/**
+ * The end user's live budget as admission saw it: the one-statement settlement writes the call
+ * only if the budget is still that one, in that period, and the call ended before the next.
+ */
+export interface BudgetExpectation {
+  readonly id: string
+  readonly periodStart: Date
+  /** When its next period starts (nextPeriodStart); null: never (one_time). */
+  readonly periodEnd: Date | null
+}
+
 /** A served call's settlement: its log row, what it debits, and whom. */
 export interface Settlement {
   /** The settlement's identity: the id of its log row (a retry applies nothing twice). */
@@ -64,6 +76,11 @@ export interface Settlement {
   readonly displaySettings: WalletSettings | null
   /** The call's settlement span: the writes and webhook events join its trace. */
   readonly parent: Option.Option<Tracer.AnySpan>
+  /**
+   * The end user's live budget at admission (null: none); absent when unknown (a replayed
+   * journal, an inactive budget): then the settlement is written by the transaction.
+   */
+  readonly budget?: BudgetExpectation | null | undefined
 }
 
 interface Entry {
@@ -89,6 +106,7 @@ const outageIn = (cause: Cause.Cause<unknown>) =>
     isDatabaseOutage(e as SqlError))
 
 const ZERO = BigDecimal.make(0n, 0)
+const groupsBy = taggedBy(settlementGroups, "path")
 
 /** Groups in key order: budgets and wallets are always locked in the same order. */
 const groupBy = <A>(items: ReadonlyArray<A>, key: (a: A) => string): Array<[string, Array<A>]> => {
@@ -110,6 +128,33 @@ const logRowOf = (s: Settlement) => ({
   estimated_cost_usd: sqlDec(s.costUsd),
   billing_status: BigDecimal.greaterThan(s.costUsd, ZERO) ? "billed" : "not_billed",
   created_at: s.at.toISOString()
+})
+
+/**
+ * Whether a settlement can go by the one statement (see `commitAtOnce`), as far as it tells by
+ * itself: its budget as admission saw it is known and its period had not ended by the call's end,
+ * and it charges no display ledger (the display rules are applied in JS by the transaction).
+ */
+const atOnceCandidate = (s: Settlement) =>
+  s.displaySettings?.enabled !== true && (
+    s.endUserId === null ||
+    s.budget === null ||
+    (s.budget !== undefined && (s.budget.periodEnd === null || s.at.getTime() < s.budget.periodEnd.getTime()))
+  )
+
+/** A settlement as the one statement reads it (jsonb_to_recordset). */
+const atOnceRowOf = (s: Settlement) => ({
+  ...s.log,
+  id: s.id,
+  platform_id: s.platformId,
+  end_user_id: s.endUserId,
+  cost: sqlDec(s.costUsd),
+  at: s.at.toISOString(),
+  details: s.details,
+  actor_type: s.actor.type,
+  actor_key_id: s.actor.keyId,
+  budget_id: s.budget?.id ?? null,
+  period_start: s.budget?.periodStart.toISOString() ?? null
 })
 
 /** The (platform, end user) pairs whose budgets a group debits, each once. */
@@ -256,11 +301,102 @@ export class Settlements extends Effect.Service<Settlements>()("gateway/Settleme
         return Option.some({ before: last, items: run.map((s) => itemOf(s, last)) })
       })
 
-    /** One transaction for a group: log rows, then budgets (by end user), then wallets (by platform). */
+    /** Platforms whose endpoints want budget.debited (seen by the transaction), until when: they skip the one statement. */
+    const debitedWanted = new Map<string, number>()
+    const WANTED_MEMORY_MS = 10_000
+
+    /**
+     * The common case in ONE statement, its own transaction: log rows, budget ledger rows and
+     * updates, wallet ledger rows and updates, exactly as the transaction below writes them,
+     * when every budget of the group is the one admission saw (same id, same period, active),
+     * no debit takes a budget across its low-balance threshold, and no endpoint of the group's
+     * platforms wants budget.debited: then no period reset, webhook event or display charge is
+     * due. Otherwise it writes nothing and answers false, and the transaction does it all. The
+     * ledger rows' before/after values follow from the updated rows (RETURNING), so they chain
+     * whatever committed since admission. Five round trips per group become one.
+     */
+    const commitAtOnce = (settlements: ReadonlyArray<Settlement>) =>
+      sql<{ readonly ok: boolean }>`WITH x AS (
+          SELECT * FROM ROWS FROM (jsonb_to_recordset(${JSON.stringify(settlements.map(atOnceRowOf))}::jsonb) AS (
+            id uuid, platform_id uuid, end_user_id uuid, cost numeric, at timestamptz, request_type text,
+            provider_id uuid, model_id uuid, model_slug text, provider_model_id text, prompt_tokens int,
+            completion_tokens int, total_tokens int, latency_ms int, status text, error_message text,
+            token_count_method text, metadata jsonb, details jsonb, actor_type text, actor_key_id text,
+            budget_id uuid, period_start timestamptz)) WITH ORDINALITY AS x(id, platform_id, end_user_id, cost, at,
+            request_type, provider_id, model_id, model_slug, provider_model_id, prompt_tokens, completion_tokens,
+            total_tokens, latency_ms, status, error_message, token_count_method, metadata, details, actor_type,
+            actor_key_id, budget_id, period_start, i)),
+        lk AS (SELECT b.* FROM budgets b
+          WHERE b.end_user_id IN (SELECT end_user_id FROM x WHERE end_user_id IS NOT NULL) AND b.deleted_at IS NULL
+          ORDER BY b.end_user_id FOR UPDATE),
+        ok AS (SELECT
+          NOT EXISTS (SELECT 1 FROM x LEFT JOIN lk ON lk.end_user_id = x.end_user_id
+            WHERE x.end_user_id IS NOT NULL AND ((x.budget_id IS NULL) <> (lk.id IS NULL)
+              OR lk.id <> x.budget_id OR lk.period_start <> x.period_start OR NOT lk.is_active))
+          AND NOT EXISTS (SELECT 1 FROM lk JOIN (SELECT budget_id, sum(cost) AS total FROM x GROUP BY budget_id) t ON t.budget_id = lk.id
+            WHERE lk.low_balance_armed AND lk.low_balance_threshold IS NOT NULL
+              AND lk.max_usd - lk.used_usd > lk.low_balance_threshold
+              AND lk.max_usd - lk.used_usd - t.total <= lk.low_balance_threshold)
+          AND NOT EXISTS (SELECT 1 FROM webhook_endpoints ep
+            WHERE ep.platform_id IN (SELECT platform_id FROM x WHERE budget_id IS NOT NULL) AND ep.is_active
+              AND 'budget.debited' = ANY(ep.event_types)) AS ok),
+        ins AS (INSERT INTO inference_logs (id, platform_id, end_user_id, request_type, provider_id, model_id, model_slug,
+            provider_model_id, prompt_tokens, completion_tokens, total_tokens, latency_ms, estimated_cost_usd, status,
+            error_message, token_count_method, billing_status, metadata, created_at)
+          SELECT x.id, x.platform_id, x.end_user_id, x.request_type, x.provider_id, x.model_id, x.model_slug,
+            x.provider_model_id, x.prompt_tokens, x.completion_tokens, x.total_tokens, x.latency_ms, x.cost, x.status,
+            x.error_message, x.token_count_method, CASE WHEN x.cost > 0 THEN 'billed' ELSE 'not_billed' END, x.metadata, x.at
+          FROM x WHERE (SELECT ok FROM ok) ORDER BY x.i
+          ON CONFLICT (id) DO NOTHING
+          RETURNING id),
+        fresh AS (SELECT x.* FROM x JOIN ins USING (id) WHERE x.cost > 0),
+        deb AS (SELECT fresh.*, sum(fresh.cost) OVER (PARTITION BY fresh.budget_id ORDER BY fresh.i) AS through
+          FROM fresh WHERE fresh.budget_id IS NOT NULL),
+        bt AS (SELECT budget_id, sum(cost) AS total, (array_agg(at ORDER BY i DESC))[1] AS last_at FROM deb GROUP BY budget_id),
+        upd AS (UPDATE budgets b SET used_usd = b.used_usd + bt.total, updated_at = bt.last_at
+          FROM bt WHERE b.id = bt.budget_id
+          RETURNING b.id, b.max_usd, b.used_usd),
+        led AS (INSERT INTO budget_transactions (budget_id, platform_id, type, amount_usd, max_usd_before, max_usd_after,
+            used_usd_before, used_usd_after, reason, metadata, actor_type, actor_key_id, created_at)
+          SELECT deb.budget_id, deb.platform_id, 'debit', deb.cost, upd.max_usd, upd.max_usd,
+            trim_scale(upd.used_usd - bt.total + deb.through - deb.cost), trim_scale(upd.used_usd - bt.total + deb.through),
+            'inference', deb.details, deb.actor_type, deb.actor_key_id, deb.at
+          FROM deb JOIN upd ON upd.id = deb.budget_id JOIN bt ON bt.budget_id = deb.budget_id
+          ORDER BY deb.end_user_id, deb.i),
+        wt AS (SELECT platform_id, sum(cost) AS total FROM fresh GROUP BY platform_id),
+        w AS (INSERT INTO platform_wallets (platform_id, balance_usd) SELECT platform_id, -total FROM wt ORDER BY platform_id
+          ON CONFLICT (platform_id) DO UPDATE
+            SET balance_usd = platform_wallets.balance_usd + EXCLUDED.balance_usd, updated_at = now()
+          RETURNING platform_id, balance_usd),
+        wd AS (SELECT fresh.*, sum(fresh.cost) OVER (PARTITION BY fresh.platform_id ORDER BY fresh.i) AS through FROM fresh),
+        wl AS (INSERT INTO platform_wallet_transactions (platform_id, type, amount_usd, balance_before, balance_after, reason, metadata)
+          SELECT wd.platform_id, 'debit', wd.cost, w.balance_usd + wt.total - wd.through + wd.cost,
+            w.balance_usd + wt.total - wd.through, NULL, wd.details
+          FROM wd JOIN w USING (platform_id) JOIN wt USING (platform_id) ORDER BY wd.i)
+        SELECT ok FROM ok`.pipe(Effect.map(([row]) => row?.ok === true))
+
+    /** Whether a group may try the one statement first. */
+    const atOnceFirst = (settlements: ReadonlyArray<Settlement>, now: number) =>
+      settlements.every((s) => atOnceCandidate(s) && !((debitedWanted.get(s.platformId) ?? 0) > now))
+
+    /** A group: by the one statement when it can, else by the transaction. */
     const commit = (entries: ReadonlyArray<Entry>) =>
-      Effect.gen(function*() {
+      Effect.suspend(() => {
         const all = entries.map((entry) => entry.settlement)
+        const transaction = Effect.zipLeft(commitInTransaction(all), Effect.sync(() => groupsBy("transaction").unsafeUpdate(1, [])))
+        return atOnceFirst(all, Date.now())
+          ? Effect.flatMap(commitAtOnce(all), (written) =>
+            written ? Effect.sync(() => groupsBy("statement").unsafeUpdate(1, [])) : transaction)
+          : transaction
+      }).pipe(Effect.retry({ while: isRetriable, times: 5 }))
+
+    /** One transaction for a group: log rows, then budgets (by end user), then wallets (by platform). */
+    const commitInTransaction = (all: ReadonlyArray<Settlement>) =>
+      Effect.gen(function*() {
         const { budgets, fresh, subscribed } = yield* insertLogs(all)
+        for (const [platformId, wanted] of subscribed) {
+          if (wanted("budget.debited")) debitedWanted.set(platformId, Date.now() + WANTED_MEMORY_MS)
+        }
         const applied = all.filter((s) => fresh.has(s.id))
         const batches: Array<{ readonly before: BudgetRow; readonly items: ReadonlyArray<DebitItem> }> = []
         for (const [endUserId, list] of groupBy(applied.filter((s) => s.endUserId !== null), (s) => s.endUserId!)) {
@@ -273,7 +409,7 @@ export class Settlements extends Effect.Service<Settlements>()("gateway/Settleme
         for (const [platformId, list] of groupBy(billed, (s) => s.platformId)) {
           yield* wallet.debitMany(platformId, list.map((s) => ({ amount: s.costUsd, metadata: s.details })))
         }
-      }).pipe(sql.withTransaction, Effect.retry({ while: isRetriable, times: 5 }))
+      }).pipe(sql.withTransaction)
 
     /**
      * The database went away while committing a group: retry it (the queue waits) until it is

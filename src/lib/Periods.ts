@@ -30,3 +30,18 @@ export const currentPeriodStart = (period: BudgetPeriod, anchor: Date, now: Date
   while (n > 0 && addMonthsClamped(anchor, n).getTime() > now.getTime()) n--
   return addMonthsClamped(anchor, n)
 }
+
+/**
+ * The first instant after `periodStart` at which a new period starts (currentPeriodStart moves
+ * past it), or null for one_time budgets (never). The one-statement settlement (Settlements)
+ * writes a call without a reset only when the call ended before it.
+ */
+export const nextPeriodStart = (period: BudgetPeriod, anchor: Date, periodStart: Date): Date | null => {
+  if (period === "one_time") return null
+  const start = Math.max(periodStart.getTime(), anchor.getTime())
+  if (period === "daily") return new Date(anchor.getTime() + (Math.floor((start - anchor.getTime()) / DAY_MS) + 1) * DAY_MS)
+  let n = (periodStart.getUTCFullYear() - anchor.getUTCFullYear()) * 12 + (periodStart.getUTCMonth() - anchor.getUTCMonth())
+  while (n > 0 && addMonthsClamped(anchor, n).getTime() > start) n--
+  while (addMonthsClamped(anchor, n).getTime() <= start) n++
+  return addMonthsClamped(anchor, n)
+}
