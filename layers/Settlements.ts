@@ -85,7 +85,8 @@ export interface Settlement {
 
 interface Entry {
   readonly settlement: Settlement
-  readonly done: Deferred.Deferred<void>
+  /** Its place in the queue: the writer takes entries in this order (see `writtenThrough`). */
+  readonly seq: number
   /** Where it is journaled (null: journal off, or its write failed). */
   readonly segment: Segment | null
 }
@@ -142,14 +143,26 @@ const atOnceCandidate = (s: Settlement) =>
     (s.budget !== undefined && (s.budget.periodEnd === null || s.at.getTime() < s.budget.periodEnd.getTime()))
   )
 
-/** A settlement as the one statement reads it (jsonb_to_recordset). */
+/** A settlement as the one statement reads it (jsonb_to_recordset); one literal, a single small object. */
 const atOnceRowOf = (s: Settlement) => ({
-  ...s.log,
   id: s.id,
   platform_id: s.platformId,
   end_user_id: s.endUserId,
   cost: sqlDec(s.costUsd),
   at: s.at.toISOString(),
+  request_type: s.log.request_type,
+  provider_id: s.log.provider_id,
+  model_id: s.log.model_id,
+  model_slug: s.log.model_slug,
+  provider_model_id: s.log.provider_model_id,
+  prompt_tokens: s.log.prompt_tokens,
+  completion_tokens: s.log.completion_tokens,
+  total_tokens: s.log.total_tokens,
+  latency_ms: s.log.latency_ms,
+  status: s.log.status,
+  error_message: s.log.error_message,
+  token_count_method: s.log.token_count_method,
+  metadata: s.log.metadata,
   details: s.details,
   actor_type: s.actor.type,
   actor_key_id: s.actor.keyId,
@@ -203,6 +216,11 @@ export class Settlements extends Effect.Service<Settlements>()("gateway/Settleme
     const journal = yield* openSettlementJournal
     /** Pending settlements by platform, in submission order. */
     const pending = new Map<string, Set<Entry>>()
+    /** The last sequence number given to an entry, and the last the writer is past (written, or given up). */
+    let lastSeq = 0
+    let writtenThrough = 0
+    /** Completed, and replaced, each time the writer is past a group: what waiters wait for. */
+    let progress = yield* Deferred.make<void>()
 
     const forget = (entry: Entry) => {
       const set = pending.get(entry.settlement.platformId)
@@ -464,13 +482,25 @@ export class Settlements extends Effect.Service<Settlements>()("gateway/Settleme
       for (const entry of entries) {
         forget(entry)
         if (entry.segment !== null && !kept.includes(entry)) journal?.release(entry.segment)
-        yield* Deferred.succeed(entry.done, undefined)
       }
+      // Every entry up to the group's last is written (the queue is taken in order): wake the waiters.
+      writtenThrough = Chunk.unsafeLast(entries).seq
+      const done = progress
+      progress = yield* Deferred.make<void>()
+      yield* Deferred.succeed(done, undefined)
     }).pipe(Effect.forever)
     yield* Effect.forkScoped(writer)
 
+    /** Waits until the writer is past the entry with sequence number `seq`. */
+    const awaitWritten = (seq: number): Effect.Effect<void> =>
+      Effect.suspend(() => writtenThrough >= seq ? Effect.void : Effect.zipRight(Deferred.await(progress), awaitWritten(seq)))
+
     const awaitAll = (entries: Iterable<Entry>) =>
-      Effect.forEach([...entries], (entry) => Deferred.await(entry.done), { discard: true })
+      Effect.suspend(() => {
+        let last = 0
+        for (const entry of entries) last = Math.max(last, entry.seq)
+        return awaitWritten(last)
+      })
 
     // Shutdown (after the listeners closed): write everything queued, up to the deadline. A
     // request cut by the listener's deadline settles a moment later, so the queue must stay
@@ -507,7 +537,7 @@ export class Settlements extends Effect.Service<Settlements>()("gateway/Settleme
       Effect.gen(function*() {
         add(queuedByPlatform, settlement.platformId, settlement.costUsd)
         if (settlement.endUserId !== null) add(queuedByUser, settlement.endUserId, settlement.costUsd)
-        const entry: Entry = { settlement, done: yield* Deferred.make<void>(), segment: yield* journaled(settlement) }
+        const entry: Entry = { settlement, seq: ++lastSeq, segment: yield* journaled(settlement) }
         const set = pending.get(settlement.platformId) ?? new Set<Entry>()
         set.add(entry)
         pending.set(settlement.platformId, set)

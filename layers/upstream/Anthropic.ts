@@ -153,7 +153,7 @@ const BlockWire = Schema.Struct({
   input: Schema.optional(Schema.Unknown)
 })
 
-const MessageWire = Schema.Struct({
+export const MessageWire = Schema.Struct({
   id: Schema.optional(Schema.String),
   model: Schema.optional(Schema.String),
   content: Schema.Array(BlockWire),
@@ -161,7 +161,7 @@ const MessageWire = Schema.Struct({
   usage: UsageWire
 })
 
-const EventWire = Schema.Struct({
+export const EventWire = Schema.Struct({
   type: Schema.String,
   message: Schema.optional(Schema.Struct({
     id: Schema.optional(Schema.String),

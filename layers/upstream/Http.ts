@@ -5,6 +5,7 @@
 import { Effect, Either, Option, ParseResult, Schema } from "effect"
 import { EventEmitter } from "node:events"
 import { request } from "undici"
+import { compiledCheck } from "../../src/lib/WireCheck.js"
 import { UpstreamError } from "./Upstream.js"
 
 export interface PostRequest {
@@ -197,12 +198,31 @@ const byteSource = (response: Response, cancel: Cancel): ByteSource => {
   return { read, close }
 }
 
-/** Decodes a JSON text with a wire schema; any mismatch is a (non-retryable) protocol error. */
+/**
+ * Decodes a JSON text with a wire schema; any mismatch is a (non-retryable) protocol error. A
+ * well-formed text is accepted by the schema's compiled check (src/lib/WireCheck.ts); Schema
+ * decodes the rest (and reports what is wrong).
+ */
 export const jsonDecoder = <A, I>(schema: Schema.Schema<A, I, never>, what: string) => {
   const decode = Schema.decodeUnknownEither(Schema.parseJson(schema))
-  return (text: string): Either.Either<A, UpstreamError> =>
-    Either.mapLeft(decode(text), (e) =>
+  const check = compiledCheck(schema)
+  return (text: string): Either.Either<A, UpstreamError> => {
+    if (check !== undefined) {
+      const value = parsed(text)
+      if (check(value)) return Either.right(value)
+    }
+    return Either.mapLeft(decode(text), (e) =>
       protocolError(`unexpected ${what}: ${ParseResult.TreeFormatter.formatErrorSync(e).slice(0, 300)}`))
+  }
+}
+
+/** The JSON value of a text, or undefined when it is not JSON (Schema then says why). */
+const parsed = (text: string): unknown => {
+  try {
+    return JSON.parse(text)
+  } catch {
+    return undefined
+  }
 }
 
 // Propagated headers never carry credentials or framing: those are the adapter's alone.

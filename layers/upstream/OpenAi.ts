@@ -20,7 +20,7 @@ const ToolCallWire = Schema.Struct({
   function: Schema.Struct({ name: Schema.String, arguments: Schema.String })
 })
 
-const CompletionWire = Schema.Struct({
+export const CompletionWire = Schema.Struct({
   id: Schema.optional(Schema.String),
   created: Schema.optional(Schema.Number),
   model: Schema.optional(Schema.String),
@@ -45,7 +45,7 @@ const ToolCallDeltaWire = Schema.Struct({
   })))
 })
 
-const ChunkWire = Schema.Struct({
+export const ChunkWire = Schema.Struct({
   id: Schema.optional(Schema.String),
   created: Schema.optional(Schema.Number),
   model: Schema.optional(Schema.String),

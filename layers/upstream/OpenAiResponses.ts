@@ -108,7 +108,7 @@ const OutputItemWire = Schema.Struct({
 })
 type OutputItemWire = typeof OutputItemWire.Type
 
-const ResponseWire = Schema.Struct({
+export const ResponseWire = Schema.Struct({
   id: Schema.optional(Schema.String),
   created_at: Schema.optional(Schema.Number),
   model: Schema.optional(Schema.String),
@@ -120,7 +120,7 @@ const ResponseWire = Schema.Struct({
 })
 type ResponseWire = typeof ResponseWire.Type
 
-const EventWire = Schema.Struct({
+export const EventWire = Schema.Struct({
   type: Schema.String,
   delta: Schema.optional(Schema.String),
   output_index: Schema.optional(Schema.Int),
