@@ -3,7 +3,7 @@
 // then settlement (budget debit row, platform wallet debit, inference log), queued for the
 // grouped writer in Settlements.
 import { PgClient } from "@effect/sql-pg"
-import { BigDecimal, Chunk, Clock, Config, Effect, Metric, Option, Stream } from "effect"
+import { BigDecimal, Clock, Config, Effect, Metric, Stream } from "effect"
 import { randomUUID } from "node:crypto"
 import type { ChatChunk, ChatCompletion, ChatRequest, Usage } from "../schemas/Chat.js"
 import type { PlatformSettings } from "../schemas/Platforms.js"
@@ -413,20 +413,11 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
               timeToFirstTokenMs: state.firstTokenAt === 0 ? undefined : state.firstTokenAt - admitted.startedAt
             })
           })
-        // The attempt in flight: a client that leaves before the first byte, once the request
-        // went upstream, is settled as one that leaves mid-stream (interrupted: its prompt, no
-        // completion tokens), since the provider has the prompt either way.
-        let inFlight: Candidate | undefined
-        const { value: chunks, candidate } = yield* router.route(
-          admitted.candidates,
-          (c) =>
-            Effect.flatMap(callFor(admitted, c), (call) => {
-              inFlight = c
-              return adapters.get(c.kind).stream(call).pipe(Effect.tapError(() => Effect.sync(() => (inFlight = undefined))))
-            })
-        ).pipe(Effect.onInterrupt(() => inFlight === undefined ? Effect.void : settleStream(inFlight)))
         const includeUsage = admitted.request.stream_options?.include_usage === true
-        /** Notes what the chunk carries (for the settlement) and gives it the gateway's id and model. */
+        /**
+         * Notes what the chunk carries (for the settlement) and gives it the gateway's id and model;
+         * the adapter applies it as the stream yields each chunk (UpstreamCall.step).
+         */
         const relabel = (chunk: ChatChunk): ChatChunk | undefined => {
           state.created = chunk.created
           for (const choice of chunk.choices) {
@@ -440,9 +431,19 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
           const relabeled = { ...chunk, id: admitted.requestId, model: admitted.request.model }
           return includeUsage || chunk.usage == null ? relabeled : { ...relabeled, usage: undefined }
         }
+        // The attempt in flight: a client that leaves before the first byte, once the request
+        // went upstream, is settled as one that leaves mid-stream (interrupted: its prompt, no
+        // completion tokens), since the provider has the prompt either way.
+        let inFlight: Candidate | undefined
+        const { value: chunks, candidate } = yield* router.route(
+          admitted.candidates,
+          (c) =>
+            Effect.flatMap(callFor(admitted, c), (call) => {
+              inFlight = c
+              return adapters.get(c.kind).stream({ ...call, step: relabel }).pipe(Effect.tapError(() => Effect.sync(() => (inFlight = undefined))))
+            })
+        ).pipe(Effect.onInterrupt(() => inFlight === undefined ? Effect.void : settleStream(inFlight)))
         const body = chunks.pipe(
-          // One stage per batch of chunks (each Effect Stream stage costs per stream and batch).
-          Stream.mapChunks((batch) => Chunk.filterMap(batch, (chunk) => Option.fromNullable(relabel(chunk)))),
           Stream.catchAll((error) => {
             state.dropped = true
             const stop: ChatChunk = {

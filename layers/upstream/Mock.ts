@@ -1,6 +1,6 @@
 // The `mock` adapter: deterministic and offline, for the demo and the benchmarks. It echoes
 // the last user message and counts usage with a fixed rule, so results can be asserted exactly.
-import { Duration, Effect, Stream } from "effect"
+import { Duration, Effect, Option, Stream } from "effect"
 import type { ChatCompletion, ChatRequest, Usage } from "../../schemas/Chat.js"
 import { chunk, completionId, initialMeta, messageText, nowSeconds, usageChunk, usageOf } from "./Sse.js"
 import type { UpstreamAdapter } from "./Upstream.js"
@@ -61,7 +61,8 @@ export const makeMockAdapter = (options: MockOptions = {}): UpstreamAdapter => (
         chunk(meta, {}, "stop"),
         usageChunk(meta, mockUsage(call.request, reply))
       ]
-      const body = Stream.fromIterable(chunks)
+      const step = call.step
+      const body = step === undefined ? Stream.fromIterable(chunks) : Stream.fromIterable(chunks).pipe(Stream.filterMap((c) => Option.fromNullable(step(c))))
       return options.delay === undefined ? body : body.pipe(Stream.tap(() => pause(options)))
     })
 })

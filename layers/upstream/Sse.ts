@@ -115,9 +115,12 @@ export const truncatedError = () =>
  */
 export const sseChunks = (
   body: ByteSource,
-  translate: (event: SseEvent) => Either.Either<Step, UpstreamError>
+  translate: (event: SseEvent) => Either.Either<Step, UpstreamError>,
+  /** The caller's per-chunk step (UpstreamCall.step), applied here: no stage of its own. */
+  step?: ((chunk: ChatChunk) => ChatChunk | undefined) | undefined
 ): Stream.Stream<ChatChunk, UpstreamError> =>
   Stream.suspend(() => {
+    const stepOf = step
     const parser = new SseParser()
     /** The terminator was seen, or the body ended: nothing more to read. */
     let done = false
@@ -131,7 +134,10 @@ export const sseChunks = (
           failure = step.left
           return
         }
-        out.push(...step.right.chunks)
+        for (const chunk of step.right.chunks) {
+          const next = stepOf === undefined ? chunk : stepOf(chunk)
+          if (next !== undefined) out.push(next)
+        }
         if (step.right.done) {
           done = true
           return

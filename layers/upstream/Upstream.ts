@@ -17,6 +17,12 @@ export interface UpstreamCall {
   readonly timeoutMs: number
   /** Extra headers to propagate (e.g. traceparent). */
   readonly headers?: Readonly<Record<string, string>> | undefined
+  /**
+   * Streams: the caller's per-chunk step (relabelling, accounting), applied to each chunk as the
+   * stream yields it, in the stream's own stage (a stage of the caller's would cost on every
+   * stream); a chunk it maps to undefined is left out.
+   */
+  readonly step?: ((chunk: ChatChunk) => ChatChunk | undefined) | undefined
 }
 
 /**
