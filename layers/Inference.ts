@@ -3,7 +3,7 @@
 // then settlement (budget debit row, platform wallet debit, inference log), queued for the
 // grouped writer in Settlements.
 import { PgClient } from "@effect/sql-pg"
-import { BigDecimal, Clock, Config, Effect, Metric, Stream } from "effect"
+import { BigDecimal, Config, Effect, Either, FiberRef, Option, Stream, type Tracer } from "effect"
 import { randomUUID } from "node:crypto"
 import type { ChatChunk, ChatCompletion, ChatRequest, Usage } from "../schemas/Chat.js"
 import type { PlatformSettings } from "../schemas/Platforms.js"
@@ -17,7 +17,7 @@ import {
 } from "../schemas/Errors.js"
 import { objectId } from "../src/lib/Ids.js"
 import { dec } from "../src/lib/Money.js"
-import { annotateCurrentSpan, currentSpan, currentTraceparent, withCallSpan } from "../src/lib/CurrentSpan.js"
+import { annotateCurrentSpan, currentSpan, currentTraceparent, noSpan, withCallSpan } from "../src/lib/CurrentSpan.js"
 import { currentPeriodStart, nextPeriodStart } from "../src/lib/Periods.js"
 import { AdmissionCache } from "./AdmissionCache.js"
 import { type AdmissionSnapshot, loadAdmissionSnapshot } from "./AdmissionSnapshot.js"
@@ -110,86 +110,103 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
     // Per upstream attempt, until the answer (or the stream's headers) arrives.
     const attemptTimeoutMs = yield* Config.integer("GATEWAY_UPSTREAM_TIMEOUT_MS").pipe(Config.withDefault(60_000))
 
-    /** Check 1: the model exists for this platform and the key may do inference. */
-    const checkModel = (caller: Caller, request: ChatRequest, candidates: ReadonlyArray<Candidate>) =>
-      Effect.suspend((): Effect.Effect<number | undefined, Forbidden | NotFound | ValidationError> => {
-        if (!caller.scopes.includes("inference")) {
-          return Effect.fail(new Forbidden({ code: "insufficient_scope", message: "This key lacks the inference scope" }))
-        }
-        if (candidates.length === 0) {
-          return Effect.fail(new NotFound({ code: "model_not_found", param: "model", message: `The model '${request.model}' does not exist or is not enabled` }))
-        }
-        const maxTokens = request.max_tokens ?? request.max_completion_tokens
-        if (maxTokens !== undefined && maxTokens < 16 && candidates.some((c) => c.kind === "openai-responses")) {
-          return Effect.fail(new ValidationError({
-            code: "max_tokens_too_small",
-            param: "max_tokens",
-            message: "max_tokens must be at least 16 for this model"
-          }))
-        }
-        return Effect.succeed(maxTokens)
-      }).pipe(withCallSpan("preflight.model"))
+    // Whether this instance makes spans is settled when it starts (TracingLive): without an
+    // exporter, a per-call span helper or span annotation is a runtime operation and a closure for
+    // nothing, so they are left out from the start. The clock is taken once too.
+    const tracing = yield* FiberRef.get(FiberRef.currentTracerEnabled)
+    const span = tracing ? withCallSpan : noSpan
+    const clock = yield* Effect.clock
+    /** A pre-flight check as a step of admission: in a span of its own with tracing on. */
+    const step = <A, E>(name: string, check: () => Effect.Effect<A, E>): Effect.Effect<A, E> =>
+      tracing ? Effect.suspend(check).pipe(withCallSpan(name)) : check()
+
+    /** Check 1: the model exists for this platform and the key may do inference; gives max_tokens. */
+    const checkModel = (
+      caller: Caller,
+      request: ChatRequest,
+      candidates: ReadonlyArray<Candidate>
+    ): Either.Either<number | undefined, Forbidden | NotFound | ValidationError> => {
+      if (!caller.scopes.includes("inference")) {
+        return Either.left(new Forbidden({ code: "insufficient_scope", message: "This key lacks the inference scope" }))
+      }
+      if (candidates.length === 0) {
+        return Either.left(new NotFound({ code: "model_not_found", param: "model", message: `The model '${request.model}' does not exist or is not enabled` }))
+      }
+      const maxTokens = request.max_tokens ?? request.max_completion_tokens
+      if (maxTokens !== undefined && maxTokens < 16 && candidates.some((c) => c.kind === "openai-responses")) {
+        return Either.left(new ValidationError({
+          code: "max_tokens_too_small",
+          param: "max_tokens",
+          message: "max_tokens must be at least 16 for this model"
+        }))
+      }
+      return Either.right(maxTokens)
+    }
+
+    const unlimited = Effect.succeed<{ readonly limits: RateLimits; readonly rateLimit: RateLimitState | null }>({ limits: NO_LIMITS, rateLimit: null })
 
     /**
      * Check 2: the end user's limits (their override, else the platform default, else none). A
      * refusal stays RateLimitExceeded: the handler turns it into 429 + retry-after.
      */
-    const checkRateLimit = (caller: Caller, snapshot: AdmissionSnapshot, promptEstimate: number) =>
-      Effect.gen(function*() {
-        if (caller._tag !== "EndUserKey") return { limits: NO_LIMITS, rateLimit: null }
-        const effective = resolveLimits(snapshot.override, snapshot.settings.default_rate_limits)
-        const limits: RateLimits = { rpm: effective.rpm_limit, tpm: effective.tpm_limit, rpd: effective.rpd_limit }
-        return { limits, rateLimit: yield* limiter.admit(caller.endUserId, limits, promptEstimate) }
-      }).pipe(withCallSpan("preflight.rate_limit"))
+    const checkRateLimit = (
+      caller: Caller,
+      snapshot: AdmissionSnapshot,
+      promptEstimate: number
+    ): Effect.Effect<{ readonly limits: RateLimits; readonly rateLimit: RateLimitState | null }, RateLimitExceeded> => {
+      if (caller._tag !== "EndUserKey") return unlimited
+      const effective = resolveLimits(snapshot.override, snapshot.settings.default_rate_limits)
+      const limits: RateLimits = { rpm: effective.rpm_limit, tpm: effective.tpm_limit, rpd: effective.rpd_limit }
+      return Effect.map(limiter.admit(caller.endUserId, limits, promptEstimate), (rateLimit) => ({ limits, rateLimit }))
+    }
+
+    const notSuspended = (live: BudgetRow | null): Either.Either<BudgetRow | null, PaymentRequired> =>
+      live?.is_active === true && live.is_suspended
+        ? Either.left(new PaymentRequired({ code: "budget_suspended", param: "budget", message: "The budget is suspended" }))
+        : Either.right(live)
 
     /**
-     * Check 3: the live, active budget (after a due period reset) is not suspended. Returns the
+     * Check 3: the live, active budget (after a due period reset) is not suspended. Gives the
      * live budget (active or not; null: none).
      */
-    const checkSuspension = (caller: Caller, snapshot: AdmissionSnapshot) =>
-      Effect.gen(function*() {
-        const row = snapshot.budget
-        if (caller._tag !== "EndUserKey" || row === null) return null
+    const checkSuspension = (caller: Caller, snapshot: AdmissionSnapshot): Effect.Effect<BudgetRow | null, PaymentRequired> => {
+      const row = snapshot.budget
+      if (caller._tag !== "EndUserKey" || row === null) return notSuspended(null)
+      if (currentPeriodStart(row.period, row.period_anchor, new Date(clock.unsafeCurrentTimeMillis())).getTime() > row.period_start.getTime()) {
         // A period boundary passed: take the locked path that resets it first (rare).
-        const current = currentPeriodStart(row.period, row.period_anchor, new Date(yield* Clock.currentTimeMillis)).getTime() > row.period_start.getTime()
-          ? yield* ledger.get(caller.platformId, caller.endUserId).pipe(Effect.catchTag("NotFound", () => Effect.succeed(null)))
-          : row
-        if (current?.is_active === true && current.is_suspended) {
-          return yield* new PaymentRequired({ code: "budget_suspended", param: "budget", message: "The budget is suspended" })
-        }
-        return current
-      }).pipe(withCallSpan("preflight.suspension"))
+        return Effect.flatMap(ledger.get(caller.platformId, caller.endUserId).pipe(Effect.catchTag("NotFound", () => Effect.succeed(null))), notSuspended)
+      }
+      return notSuspended(row)
+    }
 
     /** Check 4: remaining > 0 on the USD ledger (open capability holds count), then on the display ledger. */
-    const checkBudget = (budget: BudgetRow | null, snapshot: AdmissionSnapshot) =>
-      Effect.suspend((): Effect.Effect<void, PaymentRequired> => {
-        if (budget === null) return Effect.void
-        const remaining = BigDecimal.subtract(BigDecimal.subtract(dec(budget.max_usd), dec(budget.used_usd)), snapshot.held)
-        if (BigDecimal.lessThanOrEqualTo(remaining, ZERO)) {
-          return Effect.fail(new PaymentRequired({ code: "budget_exhausted", param: "usd_ledger", message: "The USD budget is exhausted" }))
-        }
-        if (display.exhausted(budget, snapshot.settings.end_user_wallet ?? null)) {
-          return Effect.fail(new PaymentRequired({ code: "budget_exhausted", param: "display_ledger", message: "The display balance is exhausted" }))
-        }
-        return Effect.void
-      }).pipe(withCallSpan("preflight.budget"))
+    const checkBudget = (budget: BudgetRow | null, snapshot: AdmissionSnapshot): Either.Either<void, PaymentRequired> => {
+      if (budget === null) return Either.void
+      const remaining = BigDecimal.subtract(BigDecimal.subtract(dec(budget.max_usd), dec(budget.used_usd)), snapshot.held)
+      if (BigDecimal.lessThanOrEqualTo(remaining, ZERO)) {
+        return Either.left(new PaymentRequired({ code: "budget_exhausted", param: "usd_ledger", message: "The USD budget is exhausted" }))
+      }
+      if (display.exhausted(budget, snapshot.settings.end_user_wallet ?? null)) {
+        return Either.left(new PaymentRequired({ code: "budget_exhausted", param: "display_ledger", message: "The display balance is exhausted" }))
+      }
+      return Either.void
+    }
 
     /** Check 5: the platform wallet covers the estimate (priced at the dearest candidate). */
-    const checkWallet = (snapshot: AdmissionSnapshot, promptEstimate: number, maxTokens: number | undefined) =>
-      Effect.suspend((): Effect.Effect<void, PaymentRequired> => {
-        const estimate = BigDecimal.sum(
-          perMillion(promptEstimate, maxBy(snapshot.candidates.map((c) => c.inputUsdPerMtok))),
-          perMillion(maxTokens ?? DEFAULT_MAX_TOKENS, maxBy(snapshot.candidates.map((c) => c.outputUsdPerMtok)))
-        )
-        if (BigDecimal.lessThan(snapshot.walletBalance, estimate)) {
-          return Effect.fail(new PaymentRequired({
-            code: "wallet_insufficient",
-            param: "platform_wallet",
-            message: `The platform wallet cannot cover the estimated cost (${BigDecimal.format(estimate)} USD)`
-          }))
-        }
-        return Effect.void
-      }).pipe(withCallSpan("preflight.wallet"))
+    const checkWallet = (snapshot: AdmissionSnapshot, promptEstimate: number, maxTokens: number | undefined): Either.Either<void, PaymentRequired> => {
+      const estimate = BigDecimal.sum(
+        perMillion(promptEstimate, maxBy(snapshot.candidates.map((c) => c.inputUsdPerMtok))),
+        perMillion(maxTokens ?? DEFAULT_MAX_TOKENS, maxBy(snapshot.candidates.map((c) => c.outputUsdPerMtok)))
+      )
+      if (BigDecimal.lessThan(snapshot.walletBalance, estimate)) {
+        return Either.left(new PaymentRequired({
+          code: "wallet_insufficient",
+          param: "platform_wallet",
+          message: `The platform wallet cannot cover the estimated cost (${BigDecimal.format(estimate)} USD)`
+        }))
+      }
+      return Either.void
+    }
 
     /**
      * What admission reads, with this instance's queued settlements applied: the snapshot tells
@@ -237,14 +254,14 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
      */
     const admit = (caller: Caller, request: ChatRequest, requestType: RequestType = "chat.completion") =>
       Effect.gen(function*() {
-        const startedAt = yield* Clock.currentTimeMillis
+        const startedAt = clock.unsafeCurrentTimeMillis()
         const snapshot = yield* readSnapshot(caller, request.model)
-        const maxTokens = yield* checkModel(caller, request, snapshot.candidates)
+        const maxTokens = yield* step("preflight.model", () => checkModel(caller, request, snapshot.candidates))
         const promptEstimate = countPromptTokens(request.messages)
-        const { limits, rateLimit } = yield* checkRateLimit(caller, snapshot, promptEstimate)
-        const live = yield* checkSuspension(caller, snapshot)
-        yield* checkBudget(live?.is_active === true ? live : null, snapshot)
-        yield* checkWallet(snapshot, promptEstimate, maxTokens)
+        const { limits, rateLimit } = yield* step("preflight.rate_limit", () => checkRateLimit(caller, snapshot, promptEstimate))
+        const live = yield* step("preflight.suspension", () => checkSuspension(caller, snapshot))
+        yield* step("preflight.budget", () => checkBudget(live?.is_active === true ? live : null, snapshot))
+        yield* step("preflight.wallet", () => checkWallet(snapshot, promptEstimate, maxTokens))
         const admitted: Admitted = {
           requestId: objectId(requestType === "response" ? "resp_" : "chatcmpl-"),
           requestType,
@@ -260,9 +277,8 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
         }
         return admitted
       }).pipe(
-        Effect.tapError((e) =>
-          Metric.increment(rejectionsBy("code" in e ? e.code : "rate_limit_exceeded"))),
-        withCallSpan("Inference.admit", () => ({
+        Effect.tapError((e) => Effect.sync(() => rejectionsBy("code" in e ? e.code : "rate_limit_exceeded").unsafeUpdate(1, []))),
+        span("Inference.admit", () => ({
           "gen_ai.operation.name": requestType === "response" ? "responses" : "chat",
           "gen_ai.request.model": request.model,
           "platform.id": caller.platformId,
@@ -275,24 +291,20 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
      * about 30 of a JSON call's 330 runtime operations. No fiber-level metric tags are used
      * anywhere (Effect.tagMetrics), so updating without them is what Metric.update would do.
      */
-    const recordMetrics = (admitted: Admitted, outcome: Outcome, cost: BigDecimal.BigDecimal, durationMs: number) =>
-      Effect.sync(() => {
-        const operation = admitted.requestType === "response" ? "responses" : "chat"
-        const model = admitted.request.model
-        requestsBy(operation, outcome.status).unsafeUpdate(1, [])
-        durationBy(operation).unsafeUpdate(durationMs, [])
-        tokensBy("input", model).unsafeUpdate(outcome.usage.prompt_tokens, [])
-        tokensBy("output", model).unsafeUpdate(outcome.usage.completion_tokens, [])
-        costBy(model).unsafeUpdate(BigDecimal.unsafeToNumber(cost), [])
-      })
+    const recordMetrics = (admitted: Admitted, outcome: Outcome, cost: BigDecimal.BigDecimal, durationMs: number) => {
+      const operation = admitted.requestType === "response" ? "responses" : "chat"
+      const model = admitted.request.model
+      requestsBy(operation, outcome.status).unsafeUpdate(1, [])
+      durationBy(operation).unsafeUpdate(durationMs, [])
+      tokensBy("input", model).unsafeUpdate(outcome.usage.prompt_tokens, [])
+      tokensBy("output", model).unsafeUpdate(outcome.usage.completion_tokens, [])
+      costBy(model).unsafeUpdate(BigDecimal.unsafeToNumber(cost), [])
+    }
 
-    /** Queues the call's settlement (log row, budget debit, wallet debit); never interrupted half-way. */
-    const settle = (admitted: Admitted, outcome: Outcome) =>
-      Effect.gen(function*() {
-        const caller = admitted.caller
-        const cost = costOf(outcome.candidate, outcome.usage)
-        const now = new Date(yield* Clock.currentTimeMillis)
-        yield* annotateCurrentSpan({
+    /** The settled call on its span: GenAI attributes, and the first content as an event (streams). */
+    const annotateSettlement = (admitted: Admitted, outcome: Outcome, cost: BigDecimal.BigDecimal) =>
+      Effect.zipRight(
+        annotateCurrentSpan({
           "gen_ai.operation.name": admitted.requestType === "response" ? "responses" : "chat",
           "gen_ai.request.model": admitted.request.model,
           "gen_ai.response.model": outcome.candidate.providerModelId,
@@ -302,63 +314,75 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
           "gateway.cost_usd": BigDecimal.format(cost),
           "gateway.token_count_method": outcome.method,
           ...(outcome.timeToFirstTokenMs === undefined ? {} : { "gen_ai.server.time_to_first_token_ms": outcome.timeToFirstTokenMs }),
-          "platform.id": caller.platformId,
-          ...(caller._tag === "EndUserKey" ? { "end_user.id": caller.endUserId } : {})
-        })
-        // The first content as a span event at the moment it arrived (streams only).
-        if (outcome.timeToFirstTokenMs !== undefined) {
+          "platform.id": admitted.caller.platformId,
+          ...(admitted.caller._tag === "EndUserKey" ? { "end_user.id": admitted.caller.endUserId } : {})
+        }),
+        currentSpan.pipe(Effect.map((span) => {
+          if (span._tag === "None" || outcome.timeToFirstTokenMs === undefined) return span
           const at = BigInt(admitted.startedAt + outcome.timeToFirstTokenMs) * 1_000_000n
-          yield* currentSpan.pipe(
-            Effect.map((span) => span._tag === "Some" && span.value.event("gen_ai.first_token", at, { "gen_ai.server.time_to_first_token_ms": outcome.timeToFirstTokenMs ?? 0 }))
-          )
-        }
-        yield* recordMetrics(admitted, outcome, cost, now.getTime() - admitted.startedAt)
-        const details = {
-          request_id: admitted.requestId,
-          model: admitted.request.model,
-          provider: outcome.candidate.providerSlug,
-          provider_model_id: outcome.candidate.providerModelId,
-          prompt_tokens: outcome.usage.prompt_tokens,
-          completion_tokens: outcome.usage.completion_tokens,
-          token_count_method: outcome.method
-        }
-        // The log row's id is this settlement's identity: a retry after an unacknowledged COMMIT
-        // finds it and applies nothing twice. The writes are queued (Settlements): the answer does
-        // not wait for them.
-        yield* settlements.submit({
-          id: randomUUID(),
-          platformId: caller.platformId,
-          endUserId: caller._tag === "EndUserKey" ? caller.endUserId : null,
-          costUsd: cost,
-          at: now,
-          log: {
-            request_type: admitted.requestType,
-            provider_id: outcome.candidate.providerId,
-            model_id: outcome.candidate.modelId,
-            model_slug: admitted.request.model,
+          span.value.event("gen_ai.first_token", at, { "gen_ai.server.time_to_first_token_ms": outcome.timeToFirstTokenMs })
+          return span
+        }))
+      )
+
+    const noParent = Effect.succeed(Option.none<Tracer.Span>())
+
+    /** Queues the call's settlement (log row, budget debit, wallet debit); never interrupted half-way. */
+    const settle = (admitted: Admitted, outcome: Outcome) =>
+      Effect.suspend(() => {
+        const caller = admitted.caller
+        const cost = costOf(outcome.candidate, outcome.usage)
+        const now = new Date(clock.unsafeCurrentTimeMillis())
+        recordMetrics(admitted, outcome, cost, now.getTime() - admitted.startedAt)
+        // The span carries the settlement's attributes, and the writes join its trace.
+        return Effect.flatMap(tracing ? annotateSettlement(admitted, outcome, cost) : noParent, (parent) => {
+          const details = {
+            request_id: admitted.requestId,
+            model: admitted.request.model,
+            provider: outcome.candidate.providerSlug,
             provider_model_id: outcome.candidate.providerModelId,
             prompt_tokens: outcome.usage.prompt_tokens,
             completion_tokens: outcome.usage.completion_tokens,
-            total_tokens: outcome.usage.total_tokens,
-            latency_ms: Math.max(0, now.getTime() - admitted.startedAt),
-            status: outcome.status,
-            error_message: outcome.errorMessage,
-            token_count_method: outcome.method,
-            metadata: { request_id: admitted.requestId, stream: admitted.request.stream === true }
-          },
-          details,
-          actor: actorOf(caller),
-          displaySettings: admitted.displaySettings,
-          parent: yield* currentSpan,
-          budget: admitted.budget
+            token_count_method: outcome.method
+          }
+          // The log row's id is this settlement's identity: a retry after an unacknowledged COMMIT
+          // finds it and applies nothing twice. The writes are queued (Settlements): the answer
+          // does not wait for them.
+          const queued = settlements.submit({
+            id: randomUUID(),
+            platformId: caller.platformId,
+            endUserId: caller._tag === "EndUserKey" ? caller.endUserId : null,
+            costUsd: cost,
+            at: now,
+            log: {
+              request_type: admitted.requestType,
+              provider_id: outcome.candidate.providerId,
+              model_id: outcome.candidate.modelId,
+              model_slug: admitted.request.model,
+              provider_model_id: outcome.candidate.providerModelId,
+              prompt_tokens: outcome.usage.prompt_tokens,
+              completion_tokens: outcome.usage.completion_tokens,
+              total_tokens: outcome.usage.total_tokens,
+              latency_ms: Math.max(0, now.getTime() - admitted.startedAt),
+              status: outcome.status,
+              error_message: outcome.errorMessage,
+              token_count_method: outcome.method,
+              metadata: { request_id: admitted.requestId, stream: admitted.request.stream === true }
+            },
+            details,
+            actor: actorOf(caller),
+            displaySettings: admitted.displaySettings,
+            parent,
+            budget: admitted.budget
+          })
+          return caller._tag === "EndUserKey"
+            ? Effect.zipRight(queued, limiter.settle(caller.endUserId, admitted.limits, admitted.promptEstimate, outcome.usage.total_tokens))
+            : queued
         })
-        if (caller._tag === "EndUserKey") {
-          yield* limiter.settle(caller.endUserId, admitted.limits, admitted.promptEstimate, outcome.usage.total_tokens)
-        }
       }).pipe(
         Effect.catchAllCause((cause) => Effect.logError("settlement failed", cause)),
         Effect.uninterruptible,
-        withCallSpan("Inference.settle")
+        span("Inference.settle")
       )
 
     /** One upstream attempt's call; W3C traceparent names the attempt's span as the parent. */

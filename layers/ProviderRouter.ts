@@ -2,10 +2,10 @@
 // an active key for the platform, read with the admission snapshot): priority, then weighted
 // random within a priority; and the failover loop: the next candidate on connect errors,
 // timeouts, 429 and 5xx.
-import { BigDecimal, Effect } from "effect"
+import { BigDecimal, Effect, FiberRef } from "effect"
 import { BadGateway, GatewayTimeout } from "../schemas/Errors.js"
 import type { ProviderKind, UpstreamError } from "./upstream/Upstream.js"
-import { withCallSpan } from "../src/lib/CurrentSpan.js"
+import { noSpan, withCallSpan } from "../src/lib/CurrentSpan.js"
 
 export interface Candidate {
   readonly modelId: string
@@ -47,6 +47,8 @@ export const orderCandidates = <C extends { readonly priority: number; readonly 
 
 export class ProviderRouter extends Effect.Service<ProviderRouter>()("gateway/ProviderRouter", {
   effect: Effect.gen(function*() {
+    // Attempt spans only when this instance makes spans (see Inference).
+    const span = (yield* FiberRef.get(FiberRef.currentTracerEnabled)) ? withCallSpan : noSpan
     /**
      * Tries `attempt` on each candidate in routing order until one succeeds; a non-retryable
      * failure stops at once. Exhausted: 504 when the last failure was a timeout, else 502.
@@ -59,7 +61,7 @@ export class ProviderRouter extends Effect.Service<ProviderRouter>()("gateway/Pr
         let last: UpstreamError | undefined
         for (const candidate of ordered) {
           const result = yield* Effect.either(attempt(candidate).pipe(
-            withCallSpan("ProviderRouter.attempt", () => ({
+            span("ProviderRouter.attempt", () => ({
               "gen_ai.provider.name": candidate.providerSlug,
               "gen_ai.request.model": candidate.providerModelId
             }))

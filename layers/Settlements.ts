@@ -526,22 +526,26 @@ export class Settlements extends Effect.Service<Settlements>()("gateway/Settleme
     const add = (totals: Map<string, BigDecimal.BigDecimal>, key: string, amount: BigDecimal.BigDecimal) =>
       totals.set(key, BigDecimal.sum(totals.get(key) ?? ZERO, amount))
 
-    /** Appends to the journal; a failed write (disk full) is logged, the settlement still queued. */
-    const journaled = (settlement: Settlement) =>
-      journal === null ? Effect.succeed(null) : Effect.try(() => journal.append(settlement)).pipe(
-        Effect.catchAll((error) => Effect.logError("settlement journal: write failed", error).pipe(Effect.as(null)))
-      )
-
-    /** Queues a settlement; returns at once. */
+    /** Queues a settlement; returns at once. A failed journal write (disk full) is logged, the settlement still queued. */
     const submit = (settlement: Settlement) =>
-      Effect.gen(function*() {
+      Effect.suspend(() => {
         add(queuedByPlatform, settlement.platformId, settlement.costUsd)
         if (settlement.endUserId !== null) add(queuedByUser, settlement.endUserId, settlement.costUsd)
-        const entry: Entry = { settlement, seq: ++lastSeq, segment: yield* journaled(settlement) }
+        let segment: Segment | null = null
+        let failure: unknown = undefined
+        if (journal !== null) {
+          try {
+            segment = journal.append(settlement)
+          } catch (error) {
+            failure = error
+          }
+        }
+        const entry: Entry = { settlement, seq: ++lastSeq, segment }
         const set = pending.get(settlement.platformId) ?? new Set<Entry>()
         set.add(entry)
         pending.set(settlement.platformId, set)
-        yield* Queue.offer(queue, entry)
+        Queue.unsafeOffer(queue, entry)
+        return failure === undefined ? Effect.void : Effect.logError("settlement journal: write failed", failure)
       })
 
     /** This instance's pending settlements of a platform (they may commit at any moment). */

@@ -57,3 +57,6 @@ export const withCallSpan = (name: string, attributes?: () => Record<string, unk
       ? Effect.withSpan(self, name, { captureStackTrace: false, ...(attributes === undefined ? {} : { attributes: attributes() }) })
       : self
   )
+
+/** withCallSpan's stand-in for a service built with tracing off: the effect as it is. */
+export const noSpan = (_name: string, _attributes?: () => Record<string, unknown>) => <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> => self
