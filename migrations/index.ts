@@ -11,6 +11,7 @@ import capabilities from "./0008_capabilities.js"
 import skills from "./0009_skills.js"
 import webhookTraceContext from "./0010_webhook_trace_context.js"
 import databaseIdentity from "./0011_database_identity.js"
+import settleAtOnce from "./0012_settle_at_once.js"
 
 export const migrations = Migrator.fromRecord({
   "0001_foundation": foundation,
@@ -23,5 +24,6 @@ export const migrations = Migrator.fromRecord({
   "0008_capabilities": capabilities,
   "0009_skills": skills,
   "0010_webhook_trace_context": webhookTraceContext,
-  "0011_database_identity": databaseIdentity
+  "0011_database_identity": databaseIdentity,
+  "0012_settle_at_once": settleAtOnce
 })
