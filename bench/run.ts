@@ -32,6 +32,8 @@ const WRITE_DOC = process.env.BENCH_WRITE_DOC !== "0"
 const END_USERS = Math.max(1, Math.floor(envNumber("BENCH_END_USERS", 1)))
 /** Extra node flags for the gateway only, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof". */
 const GATEWAY_NODE_ARGS = (process.env.BENCH_GATEWAY_NODE_ARGS ?? "").split(" ").filter((a) => a !== "")
+/** The gateway bundle to run (another build's, to compare two builds in turns). */
+const GATEWAY_ENTRY = process.env.BENCH_GATEWAY_ENTRY || "dist/main.js"
 const ROOT = fileURLToPath(new URL("..", import.meta.url))
 const DOC = join(ROOT, "docs", "performance.md")
 
@@ -869,7 +871,7 @@ const main = async () => {
     GATEWAY_ALLOW_PRIVATE_URLS: "true"
   }
   if (gatewayDbUrl !== undefined) gatewayEnv.DATABASE_URL = gatewayDbUrl
-  const gateway = spawnNode("gateway", "dist/main.js", gatewayEnv, GATEWAY_NODE_ARGS)
+  const gateway = spawnNode("gateway", GATEWAY_ENTRY, gatewayEnv, GATEWAY_NODE_ARGS)
   // SIGTERM: the gateway drains in-flight settlements (and stops its embedded Postgres) first.
   cleanups.push(() => stopChild(gateway, 20_000))
   const gatewayUrl = (await waitForLine(gateway, /API listening on (http:\/\/\S+)/, 120_000))[1]!
