@@ -93,8 +93,17 @@ interface Entry {
 
 /** Settlements committed per transaction, at most. */
 const GROUP_SIZE = 256
-/** How long the writer waits for more settlements before it commits a group. */
-const LINGER = "5 millis"
+/**
+ * How long the writer waits for more settlements before it commits a group. Under load the
+ * previous commit's wait gathered a group already (at least LOW_LOAD_GROUP), and a short wait
+ * adds what arrives meanwhile; at low load it waits longer (GATEWAY_SETTLEMENT_LINGER, 25 ms),
+ * until LOW_LOAD_GROUP settlements are queued, so a group is still a dozen calls, not two or
+ * three: a group's statement costs about the same whatever its size. A reader that waits for
+ * its settlements ends the wait at once (`hurry`). Under load the long wait would keep
+ * settlements in memory long enough to survive garbage collections: low load only.
+ */
+const LINGER_MS = 5
+const LOW_LOAD_GROUP = 16
 /** Postgres unreachable: retry a group with backoff capped at 5 s, for up to 15 minutes. */
 const OUTAGE_RETRY = Schedule.exponential("200 millis").pipe(Schedule.union(Schedule.spaced("5 seconds")), Schedule.upTo("15 minutes"))
 /** A deadlock: a writer outside the queue (tool metering, capability runs) took locks in another order. */
@@ -212,6 +221,9 @@ export class Settlements extends Effect.Service<Settlements>()("gateway/Settleme
     const ledger = yield* BudgetLedger
     const wallet = yield* PlatformWallet
     const drainTimeout = yield* Config.duration("GATEWAY_SHUTDOWN_TIMEOUT").pipe(Config.withDefault(Duration.seconds(30)))
+    const lowLoadLingerMs = Duration.toMillis(
+      yield* Config.duration("GATEWAY_SETTLEMENT_LINGER").pipe(Config.withDefault(Duration.millis(25)))
+    )
     const queue = yield* Queue.unbounded<Entry>()
     const journal = yield* openSettlementJournal
     /** Pending settlements by platform, in submission order. */
@@ -221,6 +233,30 @@ export class Settlements extends Effect.Service<Settlements>()("gateway/Settleme
     let writtenThrough = 0
     /** Completed, and replaced, each time the writer is past a group: what waiters wait for. */
     let progress = yield* Deferred.make<void>()
+    /** Ends the writer's linger at once; null when the writer is not lingering. */
+    let hurry: (() => void) | null = null
+    /** A reader asked for haste while the writer was not lingering: its next group does not wait. */
+    let hurryWanted = false
+    const hurryWriter = () => {
+      if (hurry !== null) hurry()
+      else hurryWanted = true
+    }
+    /** The sequence number of the last settlement the writer took. */
+    let taken = 0
+    /** The writer's wait for more settlements: wall-clock time (a plain timer), cut short by `hurry`. */
+    const linger = (ms: number) => Effect.async<void>((resume) => {
+      const done = () => {
+        clearTimeout(timer)
+        hurry = null
+        resume(Effect.void)
+      }
+      const timer = setTimeout(done, ms)
+      hurry = done
+      return Effect.sync(() => {
+        clearTimeout(timer)
+        hurry = null
+      })
+    })
 
     const forget = (entry: Entry) => {
       const set = pending.get(entry.settlement.platformId)
@@ -413,10 +449,22 @@ export class Settlements extends Effect.Service<Settlements>()("gateway/Settleme
 
     const writer = Effect.gen(function*() {
       const first = yield* Queue.takeBetween(queue, 1, GROUP_SIZE)
-      // A short wait gathers what arrives meanwhile: fewer, larger groups at low load too.
-      const entries = first.length >= GROUP_SIZE
+      taken = Chunk.unsafeLast(first).seq
+      // A wait gathers what arrives meanwhile: fewer, larger groups (see LINGER_MS). Under load
+      // is what was taken plus what is queued behind it.
+      const wait = hurryWanted || first.length >= GROUP_SIZE
+        ? 0
+        : first.length + lastSeq - taken >= LOW_LOAD_GROUP
+        ? LINGER_MS
+        : lowLoadLingerMs
+      hurryWanted = false
+      const entries = wait === 0 && first.length >= GROUP_SIZE
         ? first
-        : Chunk.appendAll(first, yield* Effect.zipRight(Effect.sleep(LINGER), Queue.takeUpTo(queue, GROUP_SIZE - first.length)))
+        : Chunk.appendAll(
+          first,
+          yield* Effect.zipRight(wait === 0 ? Effect.void : linger(wait), Queue.takeUpTo(queue, GROUP_SIZE - first.length))
+        )
+      taken = Chunk.unsafeLast(entries).seq
       const kept = yield* commitGroup([...entries]).pipe(Effect.withSpan("Settlements.commit", {
         attributes: { "settlement.count": entries.length },
         // Each settled call's span, so a trace leads to the group that wrote it and back.
@@ -437,7 +485,11 @@ export class Settlements extends Effect.Service<Settlements>()("gateway/Settleme
 
     /** Waits until the writer is past the entry with sequence number `seq`. */
     const awaitWritten = (seq: number): Effect.Effect<void> =>
-      Effect.suspend(() => writtenThrough >= seq ? Effect.void : Effect.zipRight(Deferred.await(progress), awaitWritten(seq)))
+      Effect.suspend(() => {
+        if (writtenThrough >= seq) return Effect.void
+        hurryWriter() // someone waits: no point gathering more
+        return Effect.zipRight(Deferred.await(progress), awaitWritten(seq))
+      })
 
     const awaitAll = (entries: Iterable<Entry>) =>
       Effect.suspend(() => {
@@ -489,6 +541,7 @@ export class Settlements extends Effect.Service<Settlements>()("gateway/Settleme
         set.add(entry)
         pending.set(settlement.platformId, set)
         Queue.unsafeOffer(queue, entry)
+        if (entry.seq - taken >= LOW_LOAD_GROUP) hurry?.() // a group's worth is queued
         return failure === undefined ? Effect.void : Effect.logError("settlement journal: write failed", failure)
       })
 

@@ -5,7 +5,7 @@
 // transaction what it cannot write, and chains exactly when two writers debit the same budgets.
 import { expect, layer } from "@effect/vitest"
 import { PgClient } from "@effect/sql-pg"
-import { BigDecimal, ConfigProvider, Context, Effect, Layer, Metric, Option } from "effect"
+import { BigDecimal, ConfigProvider, Context, Effect, Layer, Metric, Option, Schedule } from "effect"
 import { randomUUID } from "node:crypto"
 import { mkdtempSync } from "node:fs"
 import { tmpdir } from "node:os"
@@ -36,13 +36,17 @@ const QuietOutbox = Layer.succeed(
 )
 const KeyAuthStub = Layer.succeed(KeyAuth, KeyAuth.make(onlyThese<KeyAuth>({ invalidate: () => Effect.void })))
 
-const TestLayer = Layer.mergeAll(Platforms.Default, EndUsers.Default, Settlements.Default).pipe(
-  Layer.provideMerge(Layer.mergeAll(ApiKeys.Default, BudgetLedger.Default, PlatformWallet.Default)),
-  Layer.provideMerge(Layer.mergeAll(KeyAuthStub, QuietOutbox)),
-  Layer.provideMerge(DatabaseLive),
-  Layer.provide(TestDatabaseUrlLive),
-  Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map([["GATEWAY_DATA_DIR", mkdtempSync(join(tmpdir(), "settlements-test-"))]]))))
-)
+const layerWith = (config: ReadonlyArray<readonly [string, string]>) =>
+  Layer.mergeAll(Platforms.Default, EndUsers.Default, Settlements.Default).pipe(
+    Layer.provideMerge(Layer.mergeAll(ApiKeys.Default, BudgetLedger.Default, PlatformWallet.Default)),
+    Layer.provideMerge(Layer.mergeAll(KeyAuthStub, QuietOutbox)),
+    Layer.provideMerge(DatabaseLive),
+    Layer.provide(TestDatabaseUrlLive),
+    Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(
+      new Map([["GATEWAY_DATA_DIR", mkdtempSync(join(tmpdir(), "settlements-test-"))], ...config])
+    )))
+  )
+const TestLayer = layerWith([])
 
 const actor = { type: "system", keyId: null } as const
 const usd = (n: string) => BigDecimal.unsafeFromString(n)
@@ -347,3 +351,38 @@ const submitAll = (group: ReadonlyArray<Settlement>) =>
 
 const groupsBy = taggedBy(settlementGroups, "path")
 const groupCount = (path: "statement" | "transaction") => Effect.map(Metric.value(groupsBy(path)), (state) => state.count as number)
+
+// The writer's wait at low load (GATEWAY_SETTLEMENT_LINGER) made an hour long: what ends it
+// early is all that can get a settlement written within the tests' time.
+layer(layerWith([["GATEWAY_SETTLEMENT_LINGER", "1 hours"]]), { timeout: "60 seconds", excludeTestServices: true })(
+  "Settlements, the writer's wait at low load",
+  (it) => {
+    const logCount = (platformId: string) =>
+      Effect.flatMap(PgClient.PgClient, (sql) =>
+        Effect.map(sql<{ n: number }>`SELECT count(*)::int AS n FROM inference_logs WHERE platform_id = ${platformId}`, (rows) => rows[0]!.n))
+
+    it.effect("a reader waiting for its platform's settlements ends the wait: they are written at once", () =>
+      Effect.gen(function*() {
+        const settlements = yield* Settlements
+        const { platformId, endUserId } = yield* setup("hurried")
+        yield* settlements.submit(settlementOf(platformId, endUserId, "0.125", new Date()))
+        // awaitPlatform gives up after its limit; without the hurry the row would still be queued then.
+        yield* settlements.awaitPlatform(platformId, undefined, "20 seconds")
+        expect(yield* logCount(platformId)).toBe(1)
+      }))
+
+    it.effect("a group's worth of queued settlements ends the wait without any reader", () =>
+      Effect.gen(function*() {
+        const settlements = yield* Settlements
+        const { platformId, endUserId } = yield* setup("full")
+        // The first is taken alone and waited on; sixteen more make a group's worth.
+        for (let i = 0; i < 17; i++) yield* settlements.submit(settlementOf(platformId, endUserId, "0.01", new Date()))
+        // Polled from the database (awaiting through the service would hurry the writer itself).
+        const written = yield* logCount(platformId).pipe(
+          Effect.filterOrFail((n) => n === 17, (n) => `${n} of 17 written`),
+          Effect.retry(Schedule.spaced("50 millis").pipe(Schedule.upTo("20 seconds")))
+        )
+        expect(written).toBe(17)
+      }))
+  }
+)
