@@ -450,15 +450,15 @@ export class Settlements extends Effect.Service<Settlements>()("gateway/Settleme
     const writer = Effect.gen(function*() {
       const first = yield* Queue.takeBetween(queue, 1, GROUP_SIZE)
       taken = Chunk.unsafeLast(first).seq
-      // A wait gathers what arrives meanwhile: fewer, larger groups (see LINGER_MS). Under load
-      // is what was taken plus what is queued behind it.
+      // A wait gathers what arrives meanwhile: fewer, larger groups (see LINGER_MS). The load is
+      // what was taken plus what is already queued behind it.
       const wait = hurryWanted || first.length >= GROUP_SIZE
         ? 0
         : first.length + lastSeq - taken >= LOW_LOAD_GROUP
         ? LINGER_MS
         : lowLoadLingerMs
       hurryWanted = false
-      const entries = wait === 0 && first.length >= GROUP_SIZE
+      const entries = first.length >= GROUP_SIZE
         ? first
         : Chunk.appendAll(
           first,
