@@ -3,7 +3,7 @@
 // then settlement (budget debit row, platform wallet debit, inference log), queued for the
 // grouped writer in Settlements.
 import { PgClient } from "@effect/sql-pg"
-import { BigDecimal, Config, Effect, Either, FiberRef, Option, Stream, type Tracer } from "effect"
+import { BigDecimal, Config, Effect, Either, Option, Stream, type Tracer } from "effect"
 import { randomUUID } from "node:crypto"
 import type { ChatChunk, ChatCompletion, ChatRequest, Usage } from "../schemas/Chat.js"
 import type { PlatformSettings } from "../schemas/Platforms.js"
@@ -17,7 +17,7 @@ import {
 } from "../schemas/Errors.js"
 import { objectId } from "../src/lib/Ids.js"
 import { dec } from "../src/lib/Money.js"
-import { annotateCurrentSpan, currentSpan, currentTraceparent, noSpan, withCallSpan } from "../src/lib/CurrentSpan.js"
+import { annotateCurrentSpan, callSpans, currentSpan, currentTraceparent, tracingEnabled } from "../src/lib/CurrentSpan.js"
 import { currentPeriodStart, nextPeriodStart } from "../src/lib/Periods.js"
 import { AdmissionCache } from "./AdmissionCache.js"
 import { type AdmissionSnapshot, loadAdmissionSnapshot } from "./AdmissionSnapshot.js"
@@ -113,12 +113,12 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
     // Whether this instance makes spans is settled when it starts (TracingLive): without an
     // exporter, a per-call span helper or span annotation is a runtime operation and a closure for
     // nothing, so they are left out from the start. The clock is taken once too.
-    const tracing = yield* FiberRef.get(FiberRef.currentTracerEnabled)
-    const span = tracing ? withCallSpan : noSpan
+    const tracing = yield* tracingEnabled
+    const span = callSpans(tracing)
     const clock = yield* Effect.clock
     /** A pre-flight check as a step of admission: in a span of its own with tracing on. */
     const step = <A, E>(name: string, check: () => Effect.Effect<A, E>): Effect.Effect<A, E> =>
-      tracing ? Effect.suspend(check).pipe(withCallSpan(name)) : check()
+      tracing ? Effect.suspend(check).pipe(span(name)) : check()
 
     /** Check 1: the model exists for this platform and the key may do inference; gives max_tokens. */
     const checkModel = (

@@ -2,10 +2,10 @@
 // an active key for the platform, read with the admission snapshot): priority, then weighted
 // random within a priority; and the failover loop: the next candidate on connect errors,
 // timeouts, 429 and 5xx.
-import { BigDecimal, Effect, FiberRef } from "effect"
+import { BigDecimal, Effect } from "effect"
 import { BadGateway, GatewayTimeout } from "../schemas/Errors.js"
 import type { ProviderKind, UpstreamError } from "./upstream/Upstream.js"
-import { noSpan, withCallSpan } from "../src/lib/CurrentSpan.js"
+import { callSpans, tracingEnabled } from "../src/lib/CurrentSpan.js"
 
 export interface Candidate {
   readonly modelId: string
@@ -48,7 +48,7 @@ export const orderCandidates = <C extends { readonly priority: number; readonly 
 export class ProviderRouter extends Effect.Service<ProviderRouter>()("gateway/ProviderRouter", {
   effect: Effect.gen(function*() {
     // Attempt spans only when this instance makes spans (see Inference).
-    const span = (yield* FiberRef.get(FiberRef.currentTracerEnabled)) ? withCallSpan : noSpan
+    const span = callSpans(yield* tracingEnabled)
     /**
      * Tries `attempt` on each candidate in routing order until one succeeds; a non-retryable
      * failure stops at once. Exhausted: 504 when the last failure was a timeout, else 502.

@@ -117,6 +117,7 @@ const outageIn = (cause: Cause.Cause<unknown>) =>
 
 const ZERO = BigDecimal.make(0n, 0)
 const groupsBy = taggedBy(settlementGroups, "path")
+const countGroup = (path: "statement" | "transaction") => Effect.sync(() => groupsBy(path).unsafeUpdate(1, []))
 
 /** Groups in key order: budgets and wallets are always locked in the same order. */
 const groupBy = <A>(items: ReadonlyArray<A>, key: (a: A) => string): Array<[string, Array<A>]> => {
@@ -381,10 +382,9 @@ export class Settlements extends Effect.Service<Settlements>()("gateway/Settleme
     const commit = (entries: ReadonlyArray<Entry>) =>
       Effect.suspend(() => {
         const all = entries.map((entry) => entry.settlement)
-        const transaction = Effect.zipLeft(commitInTransaction(all), Effect.sync(() => groupsBy("transaction").unsafeUpdate(1, [])))
+        const transaction = Effect.zipLeft(commitInTransaction(all), countGroup("transaction"))
         return atOnceFirst(all, Date.now())
-          ? Effect.flatMap(commitAtOnce(all), (written) =>
-            written ? Effect.sync(() => groupsBy("statement").unsafeUpdate(1, [])) : transaction)
+          ? Effect.flatMap(commitAtOnce(all), (written) => written ? countGroup("statement") : transaction)
           : transaction
       }).pipe(Effect.retry({ while: isRetriable, times: 5 }))
 

@@ -14,7 +14,7 @@ import { type ChatChunk, type ChatRequest, ChatRequestBody } from "../../schemas
 import { BadRequest, ValidationError, wireError } from "../../schemas/Errors.js"
 import { apiErrorOf, checkedBody } from "../http/ErrorMapping.js"
 import { readNodeBody } from "../http/RequestBody.js"
-import { annotateCurrentSpan } from "../lib/CurrentSpan.js"
+import { annotateCurrentSpan, tracingEnabled } from "../lib/CurrentSpan.js"
 import { rateLimitHeaders, refusal, runtimeCaller, sseHeaders, sseText } from "./Answers.js"
 
 /**
@@ -138,7 +138,7 @@ export const makeChatRoute = Effect.gen(function*() {
   const keyAuth = yield* KeyAuth
   const inference = yield* Inference
   const runtime = yield* Effect.runtime<never>()
-  const tracing = FiberRefs.getOrDefault(runtime.fiberRefs, FiberRef.currentTracerEnabled)
+  const tracing = yield* tracingEnabled
   // The requests need no service from the context (their program's requirements are `never`:
   // every service was taken above), so they run with an empty one. Effect copies or compares the
   // whole context wherever a fiber's context changes: a scope, a span, and a stream's pull, whose

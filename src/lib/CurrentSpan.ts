@@ -58,5 +58,13 @@ export const withCallSpan = (name: string, attributes?: () => Record<string, unk
       : self
   )
 
-/** withCallSpan's stand-in for a service built with tracing off: the effect as it is. */
-export const noSpan = (_name: string, _attributes?: () => Record<string, unknown>) => <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> => self
+/** Whether this fiber makes spans (TracingLive settles it at start: an exporter or none). */
+export const tracingEnabled: Effect.Effect<boolean> = FiberRef.get(FiberRef.currentTracerEnabled)
+
+const noSpan = (_name: string, _attributes?: () => Record<string, unknown>) => <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> => self
+
+/**
+ * The per-call span helper for a service built with tracing on or off (`tracingEnabled` read
+ * when it is built): withCallSpan, or the effect as it is, without withCallSpan's check per call.
+ */
+export const callSpans = (tracing: boolean): typeof withCallSpan => tracing ? withCallSpan : noSpan
