@@ -6,8 +6,9 @@
 //
 // - Heap growing factor. Left to itself, a busy process gets a factor of up to 4: at 256 streams
 //   the live heap is under 100 MB, yet the process peaked above 400 MB RSS, most of it garbage
-//   waiting for a full collection. A fixed factor of 1.3 (GATEWAY_HEAP_GROWING_PERCENT=30) holds
-//   the peak near 230 MB, with more frequent, but small, full collections (about 50 MB live).
+//   waiting for a full collection. A fixed factor of 1.6 (GATEWAY_HEAP_GROWING_PERCENT=60) holds
+//   the peak near 230 MB; 1.3 held it near 210 MB, but its full collections came so often that
+//   their marking took about a tenth of a call's CPU (docs/performance.md step 51).
 // - No allocation-site pretenuring. V8 allocates objects of "long-lived" allocation sites
 //   straight into the old generation; the Effect runtime's per-call objects get that verdict,
 //   and then, dead in the old generation, they keep the call's young objects alive through the
@@ -21,11 +22,11 @@ const mentions = (nodeArgs: ReadonlyArray<string>, flag: string) =>
   })
 
 /**
- * The V8 flag for GATEWAY_HEAP_GROWING_PERCENT (`raw`, default 30), or undefined: 0 keeps V8's
+ * The V8 flag for GATEWAY_HEAP_GROWING_PERCENT (`raw`, default 60), or undefined: 0 keeps V8's
  * adaptive factor. Throws on a value that is not 0 or a positive integer.
  */
 export const heapGrowthFlag = (raw: string | undefined, nodeArgs: ReadonlyArray<string>): string | undefined => {
-  const text = raw === undefined || raw.trim() === "" ? "30" : raw.trim()
+  const text = raw === undefined || raw.trim() === "" ? "60" : raw.trim()
   if (!/^\d+$/.test(text)) {
     throw new Error(`GATEWAY_HEAP_GROWING_PERCENT must be 0 (V8's own adaptive factor) or a positive integer, got "${raw}"`)
   }

@@ -4,9 +4,9 @@ import { spawnSync } from "node:child_process"
 import { expect, it } from "vitest"
 import { heapGrowthFlag, pretenuringFlag } from "../../src/GcTuning.js"
 
-it("sets a fixed growing factor, 30% unless configured", () => {
-  expect(heapGrowthFlag(undefined, [])).toBe("--heap-growing-percent=30")
-  expect(heapGrowthFlag("", [])).toBe("--heap-growing-percent=30")
+it("sets a fixed growing factor, 60% unless configured", () => {
+  expect(heapGrowthFlag(undefined, [])).toBe("--heap-growing-percent=60")
+  expect(heapGrowthFlag("", [])).toBe("--heap-growing-percent=60")
   expect(heapGrowthFlag("80", ["--enable-source-maps"])).toBe("--heap-growing-percent=80")
 })
 
