@@ -12,39 +12,21 @@ export interface SseEvent {
   readonly data: string
 }
 
-interface Pending {
-  readonly event: string | undefined
-  readonly data: ReadonlyArray<string>
-}
-
-const empty: Pending = { event: undefined, data: [] }
-
-// One line of the SSE grammar: a blank line dispatches the pending event, `:` is a comment.
-const step = (pending: Pending, line: string): readonly [Pending, Option.Option<SseEvent>] => {
-  if (line === "") {
-    return pending.data.length === 0 && pending.event === undefined
-      ? [empty, Option.none()]
-      : [empty, Option.some({ event: pending.event, data: pending.data.join("\n") })]
-  }
-  if (line.startsWith(":")) return [pending, Option.none()]
-  const colon = line.indexOf(":")
-  const field = colon === -1 ? line : line.slice(0, colon)
-  const raw = colon === -1 ? "" : line.slice(colon + 1)
-  const value = raw.startsWith(" ") ? raw.slice(1) : raw
-  if (field === "data") return [{ event: pending.event, data: [...pending.data, value] }, Option.none()]
-  if (field === "event") return [{ event: value, data: pending.data }, Option.none()]
-  return [pending, Option.none()]
-}
-
 /**
  * An incremental SSE parser: bytes in as they arrive (UTF-8 split anywhere), complete events
- * out. Lines end with LF, CRLF or CR; a blank line dispatches the pending event.
+ * out. Lines end with LF, CRLF or CR; a blank line dispatches the pending event (one with data
+ * lines or an `event:` name), a line starting with `:` is a comment. Lines are found with
+ * indexOf, not a character at a time: this runs on every network read of every stream.
  */
 export class SseParser {
   private readonly decoder = new TextDecoder()
-  private line = ""
+  /** The start of a line whose end has not arrived yet. */
+  private partial = ""
+  /** The last text ended with a CR: an LF first in the next one is the rest of that line end. */
   private afterCR = false
-  private pending: Pending = empty
+  /** The pending event's `event:` name and its data lines joined by LF (undefined: none yet). */
+  private event: string | undefined = undefined
+  private data: string | undefined = undefined
 
   /** The events these bytes complete. */
   push(bytes: Uint8Array): Array<SseEvent> {
@@ -54,37 +36,45 @@ export class SseParser {
   /** End of input: a last line without its line end, and a last event without its blank line, still count. */
   end(): Array<SseEvent> {
     const events = this.text(this.decoder.decode())
-    if (this.line !== "") this.onLine(this.line, events)
-    this.line = ""
+    if (this.partial !== "") this.onLine(this.partial, events)
+    this.partial = ""
     this.onLine("", events)
     return events
   }
 
   private text(text: string): Array<SseEvent> {
     const events: Array<SseEvent> = []
-    let start = 0
-    for (let i = 0; i < text.length; i++) {
-      const c = text.charCodeAt(i)
-      if (c === 0x0a && this.afterCR) { // the LF of a CRLF whose CR ended the line already
-        this.afterCR = false
-        start = i + 1
-        continue
-      }
-      this.afterCR = c === 0x0d
-      if (c === 0x0a || c === 0x0d) {
-        this.onLine(this.line + text.slice(start, i), events)
-        this.line = ""
-        start = i + 1
-      }
+    if (text.length === 0) return events
+    let start = this.afterCR && text.charCodeAt(0) === 0x0a ? 1 : 0
+    this.afterCR = false
+    let cr = text.indexOf("\r", start)
+    let lf = text.indexOf("\n", start)
+    while (cr !== -1 || lf !== -1) {
+      const end = cr === -1 ? lf : lf === -1 ? cr : Math.min(cr, lf)
+      this.onLine(this.partial === "" ? text.slice(start, end) : this.partial + text.slice(start, end), events)
+      this.partial = ""
+      if (end === cr && end + 1 === text.length) this.afterCR = true // its LF may come first in the next text
+      start = end === cr && text.charCodeAt(end + 1) === 0x0a ? end + 2 : end + 1
+      if (cr !== -1 && cr < start) cr = text.indexOf("\r", start)
+      if (lf !== -1 && lf < start) lf = text.indexOf("\n", start)
     }
-    this.line += text.slice(start)
+    if (start < text.length) this.partial += text.slice(start)
     return events
   }
 
   private onLine(line: string, events: Array<SseEvent>) {
-    const [next, event] = step(this.pending, line)
-    this.pending = next
-    if (event._tag === "Some") events.push(event.value)
+    if (line === "") {
+      if (this.data !== undefined || this.event !== undefined) events.push({ event: this.event, data: this.data ?? "" })
+      this.event = undefined
+      this.data = undefined
+      return
+    }
+    if (line.charCodeAt(0) === 0x3a) return // ":" a comment
+    const colon = line.indexOf(":")
+    const field = colon === -1 ? line : line.slice(0, colon)
+    const value = colon === -1 ? "" : line.charCodeAt(colon + 1) === 0x20 ? line.slice(colon + 2) : line.slice(colon + 1)
+    if (field === "data") this.data = this.data === undefined ? value : `${this.data}\n${value}`
+    else if (field === "event") this.event = value
   }
 }
 
