@@ -3,6 +3,7 @@
 // interruption and mid-stream drops; plus the deterministic mock adapter.
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "@effect/vitest"
 import { Chunk, Effect, Either, Stream } from "effect"
+import fc from "fast-check"
 import * as http from "node:http"
 import { createServer } from "node:net"
 import type { ChatChunk, ChatMessage, ChatRequest } from "../schemas/Chat.js"
@@ -417,6 +418,27 @@ describe("SSE parser", () => {
       { event: undefined, data: "line1\nline2" }
     ])
     expect(parser.end()).toEqual([{ event: undefined, data: "€\nno-space" }])
+  })
+
+  it("gives the same events however the bytes are split (line ends, comments, multi-byte characters)", () => {
+    const pieces = ["\r", "\n", "\r\n", ":", " ", "data", "event", "x", "€", "data: ", "event: e", ": c"]
+    const events = (parts: ReadonlyArray<Uint8Array>) => {
+      const parser = new SseParser()
+      return [...parts.flatMap((part) => parser.push(part)), "end", ...parser.end()]
+    }
+    fc.assert(
+      fc.property(
+        fc.array(fc.constantFrom(...pieces), { maxLength: 30 }),
+        fc.array(fc.nat(), { maxLength: 5 }),
+        (text, cuts) => {
+          const bytes = new TextEncoder().encode(text.join(""))
+          const at = [...new Set(cuts.map((c) => c % (bytes.length + 1)))].sort((a, b) => a - b)
+          const parts = [0, ...at].map((from, i) => bytes.slice(from, at[i] ?? bytes.length))
+          expect(events(parts)).toEqual(events([bytes]))
+        }
+      ),
+      { numRuns: 2000 }
+    )
   })
 })
 
