@@ -246,17 +246,17 @@ export class Settlements extends Effect.Service<Settlements>()("gateway/Settleme
     let taken = 0
     /** The writer's wait for more settlements: wall-clock time (a plain timer), cut short by `hurry`. */
     const linger = (ms: number) => Effect.async<void>((resume) => {
-      const done = () => {
+      const stop = () => {
         clearTimeout(timer)
         hurry = null
+      }
+      const done = () => {
+        stop()
         resume(Effect.void)
       }
       const timer = setTimeout(done, ms)
       hurry = done
-      return Effect.sync(() => {
-        clearTimeout(timer)
-        hurry = null
-      })
+      return Effect.sync(stop)
     })
 
     const forget = (entry: Entry) => {
@@ -466,6 +466,7 @@ export class Settlements extends Effect.Service<Settlements>()("gateway/Settleme
         )
       taken = Chunk.unsafeLast(entries).seq
       const kept = yield* commitGroup([...entries]).pipe(Effect.withSpan("Settlements.commit", {
+        captureStackTrace: false, // as every per-call span: no Error built per group
         attributes: { "settlement.count": entries.length },
         // Each settled call's span, so a trace leads to the group that wrote it and back.
         links: [...entries].flatMap((entry) =>
