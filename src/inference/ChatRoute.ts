@@ -5,7 +5,7 @@
 // (router, middleware and handler contexts, response conversion) cost about 40% of a call's CPU
 // (docs/performance.md). The endpoint stays declared in the HttpApi for the OpenAPI document.
 import { Headers, HttpApiError, HttpRouter, HttpServerError, HttpTraceContext } from "@effect/platform"
-import { Cause, Channel, Chunk, Context, Effect, Either, FiberRef, FiberRefs, Option, Runtime, Schema, Scope, Stream } from "effect"
+import { Cause, Context, Effect, FiberRef, FiberRefs, Option, Runtime, Schema, Stream } from "effect"
 import * as FindMyWay from "find-my-way-ts"
 import type { IncomingMessage, ServerResponse } from "node:http"
 import { type Caller, Inference } from "../../layers/Inference.js"
@@ -15,6 +15,7 @@ import { BadRequest, ValidationError, wireError } from "../../schemas/Errors.js"
 import { apiErrorOf, checkedBody } from "../http/ErrorMapping.js"
 import { readNodeBody } from "../http/RequestBody.js"
 import { annotateCurrentSpan, tracingEnabled } from "../lib/CurrentSpan.js"
+import { pullEach } from "../lib/StreamPull.js"
 import { rateLimitHeaders, refusal, runtimeCaller, sseHeaders, sseText } from "./Answers.js"
 
 /**
@@ -61,13 +62,9 @@ const chatEvent = (chunk: ChatChunk) => `data: ${JSON.stringify(chunk)}\n\n`
 /**
  * Writes a JSON reply; an SSE reply streams, waiting for the socket to drain when it must. The
  * events are encoded and [DONE] added here, by the consumer, not by stages of the stream: every
- * Effect Stream stage costs on each stream (a concat alone about 140 us). The stream's channel
- * is pulled in a scope of its own, closed before the answer ends (so the stream's finalizers,
- * the settlement among them, have run by then), rather than run with a sink: running a stream
- * to a sink cost about 450 runtime operations before its first element, pulling about 200.
- * Channel.toPullIn with the scope passed in, not Stream.toPull under Effect.scoped: that one
- * provides the scope through the fiber's context and maps every pull's result twice, about
- * 10 us more per stream (docs/performance.md step 53).
+ * Effect Stream stage costs on each stream (a concat alone about 140 us). The stream is pulled
+ * (src/lib/StreamPull.ts), not run into a sink, and its finalizers, the settlement among them,
+ * have run before the answer ends.
  */
 const send = (res: ServerResponse, reply: Reply): Effect.Effect<void> => {
   if ("json" in reply) {
@@ -78,15 +75,8 @@ const send = (res: ServerResponse, reply: Reply): Effect.Effect<void> => {
   }
   return Effect.suspend(() => {
     res.writeHead(200, { ...reply.headers, ...sseHeaders, "content-type": "text/event-stream" })
-    return Effect.flatMap(Scope.make(), (scope) =>
-      Effect.flatMap(Channel.toPullIn(Stream.toChannel(reply.chunks), scope), (pull) => {
-        const loop: Effect.Effect<void> = Effect.flatMap(pull, (next) => {
-          if (Either.isLeft(next)) return Effect.void // the end (the chunks cannot fail)
-          const batch = next.right
-          return Chunk.isEmpty(batch) || res.write(sseText(batch, chatEvent)) ? loop : Effect.zipRight(drained(res), loop)
-        })
-        return loop
-      }).pipe(Effect.onExit((exit) => Scope.close(scope, exit))))
+    // The chunks cannot fail: the pull ends with the stream.
+    return pullEach(reply.chunks, (batch) => res.write(sseText(batch, chatEvent)) ? undefined : drained(res))
   }).pipe(
     Effect.zipRight(Effect.sync(() => res.end(reply.dropped() ? undefined : "data: [DONE]\n\n"))),
     Effect.catchAllCause((cause) => Cause.isInterruptedOnly(cause) ? Effect.failCause(cause) : Effect.logError("chat stream failed", cause)),
