@@ -1,6 +1,6 @@
 // Server-sent events read from an upstream body (the parser all three HTTP adapters share), plus the
 // helpers that turn provider events into OpenAI chat chunks, detect a truncated stream, and read message text.
-import { Chunk, Clock, Effect, Either, Option, Stream } from "effect"
+import { Channel, Chunk, Clock, Effect, Either, Option, Stream } from "effect"
 import type { ChatChunk, ChatMessage, Usage } from "../../schemas/Chat.js"
 import { objectId } from "../../src/lib/Ids.js"
 import type { ByteSource } from "./Http.js"
@@ -134,31 +134,35 @@ export const sseChunks = (
         }
       }
     }
-    /** The stream's end once it is due (its failure, else the terminator); undefined before. */
-    const ending = (): Effect.Effect<never, Option.Option<UpstreamError>> | undefined =>
-      failure !== undefined ? Effect.fail(Option.some(failure)) : done ? Effect.fail(Option.none()) : undefined
-    const pull = Effect.suspend(() =>
-      ending() ?? Effect.matchEffect(body.read, {
-        onFailure: (error) => Effect.fail(Option.some(error)),
-        onSuccess: (read) => {
-          const out: Array<ChatChunk> = []
-          if (Option.isSome(read)) {
-            for (const bytes of read.value) {
-              translateAll(parser.push(bytes), out)
-              if (failure !== undefined || done) break
-            }
-          } else {
-            translateAll(parser.end(), out)
-            if (failure === undefined && !done) failure = truncatedError()
-            done = true
+    /** The stream's end once it is due: its failure, else undefined (the terminator); none before. */
+    const ending = (): Effect.Effect<undefined, UpstreamError> | undefined =>
+      failure !== undefined ? Effect.fail(failure) : done ? Effect.succeed(undefined) : undefined
+    /** The next batch of chunks (perhaps empty), or undefined at the end. */
+    const pull: Effect.Effect<Chunk.Chunk<ChatChunk> | undefined, UpstreamError> = Effect.suspend(() =>
+      ending() ?? Effect.flatMap(body.read, (read) => {
+        const out: Array<ChatChunk> = []
+        if (Option.isSome(read)) {
+          for (const bytes of read.value) {
+            translateAll(parser.push(bytes), out)
+            if (failure !== undefined || done) break
           }
-          // The chunks before a failure go out first; the failure (or the end) comes with the next pull.
-          return out.length > 0 ? Effect.succeed(Chunk.unsafeFromArray(out)) : ending() ?? Effect.succeed(Chunk.empty())
+        } else {
+          translateAll(parser.end(), out)
+          if (failure === undefined && !done) failure = truncatedError()
+          done = true
         }
+        // The chunks before a failure go out first; the failure (or the end) comes with the next pull.
+        return out.length > 0 ? Effect.succeed(Chunk.unsafeFromArray(out)) : ending() ?? Effect.succeed(Chunk.empty())
       })
     )
+    // A channel written out rather than Stream.repeatEffectChunkOption, which wraps every pull's
+    // result in an Option and a tuple and catches its end as a failure: about 7 us per stream
+    // (docs/performance.md step 55).
+    const batches: Channel.Channel<Chunk.Chunk<ChatChunk>, unknown, UpstreamError, unknown, void, unknown> = Channel.unwrap(
+      Effect.map(pull, (batch) => batch === undefined ? Channel.void : Channel.flatMap(Channel.write(batch), () => batches))
+    )
     // Complete: the terminator was read (not a failure, not an end before it).
-    return Stream.repeatEffectChunkOption(pull).pipe(Stream.ensuring(Effect.suspend(() => body.close(done && failure === undefined))))
+    return Stream.fromChannel(batches).pipe(Stream.ensuring(Effect.suspend(() => body.close(done && failure === undefined))))
   })
 
 /** Identity of the completion a stream's chunks belong to; adapters learn id/model from the first event. */
