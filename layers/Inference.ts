@@ -3,7 +3,7 @@
 // then settlement (budget debit row, platform wallet debit, inference log), queued for the
 // grouped writer in Settlements.
 import { PgClient } from "@effect/sql-pg"
-import { BigDecimal, Config, Effect, Either, Option, Stream, type Tracer } from "effect"
+import { BigDecimal, Cause, Config, Effect, Either, type Exit, Option, Stream, type Tracer } from "effect"
 import { randomUUID } from "node:crypto"
 import type { ChatChunk, ChatCompletion, ChatRequest, Usage } from "../schemas/Chat.js"
 import type { PlatformSettings } from "../schemas/Platforms.js"
@@ -32,6 +32,7 @@ import { type BudgetExpectation, Settlements, unsettled } from "./Settlements.js
 import { RateLimiter, type RateLimitExceeded, type RateLimits, type RateLimitState } from "./RateLimiter.js"
 import { countPromptTokens, countTextTokens } from "./Tokenizer.js"
 import { UpstreamAdapters } from "./upstream/Adapters.js"
+import type { UpstreamError } from "./upstream/Upstream.js"
 
 export type Caller = PlatformPrincipal | EndUserPrincipal
 type WalletSettings = NonNullable<PlatformSettings["end_user_wallet"]>
@@ -459,12 +460,21 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
         // went upstream, is settled as one that leaves mid-stream (interrupted: its prompt, no
         // completion tokens), since the provider has the prompt either way.
         let inFlight: Candidate | undefined
-        const { value: chunks, candidate } = yield* router.route(
+        /** The served attempt's stream ended: settled in the adapter's finalizer (UpstreamCall.onEnd). */
+        const ended = (c: Candidate) => (exit: Exit.Exit<unknown, UpstreamError>) =>
+          Effect.suspend(() => {
+            // A failure is a drop mid-stream; interruption (the client left) and defects are not.
+            if (exit._tag === "Failure" && Option.isSome(Cause.failureOption(exit.cause))) state.dropped = true
+            return settleStream(c)
+          })
+        const { value: chunks } = yield* router.route(
           admitted.candidates,
           (c) =>
             Effect.flatMap(callFor(admitted, c), (call) => {
               inFlight = c
-              return adapters.get(c.kind).stream({ ...call, step: relabel }).pipe(Effect.tapError(() => Effect.sync(() => (inFlight = undefined))))
+              return adapters.get(c.kind).stream({ ...call, step: relabel, onEnd: ended(c) }).pipe(
+                Effect.tapError(() => Effect.sync(() => (inFlight = undefined)))
+              )
             })
         ).pipe(Effect.onInterrupt(() => inFlight === undefined ? Effect.void : settleStream(inFlight)))
         const body = chunks.pipe(
@@ -478,8 +488,7 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
               choices: [{ index: 0, delta: {}, finish_reason: "stop" }]
             }
             return Stream.make(stop).pipe(Stream.tap(() => Effect.logWarning(`upstream dropped mid-stream: ${error.message}`)))
-          }),
-          Stream.ensuring(settleStream(candidate))
+          })
         )
         return { chunks: body, dropped: () => state.dropped }
       })

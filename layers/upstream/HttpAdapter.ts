@@ -31,7 +31,7 @@ export const httpAdapter = <W>(spec: HttpAdapterSpec<W>): UpstreamAdapter => {
       Effect.gen(function*() {
         const meta = yield* initialMeta(call.providerModelId)
         // Nothing between the exchange and the stream that closes its body.
-        return sseChunks(yield* postStream(spec.post(call, true)), spec.translator(meta), call.step)
+        return sseChunks(yield* postStream(spec.post(call, true)), spec.translator(meta), call)
       }).pipe(span("stream", call))
   }
 }

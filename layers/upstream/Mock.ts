@@ -63,7 +63,9 @@ export const makeMockAdapter = (options: MockOptions = {}): UpstreamAdapter => (
       ]
       const step = call.step
       const body = step === undefined ? Stream.fromIterable(chunks) : Stream.fromIterable(chunks).pipe(Stream.filterMap((c) => Option.fromNullable(step(c))))
-      return options.delay === undefined ? body : body.pipe(Stream.tap(() => pause(options)))
+      const paced = options.delay === undefined ? body : body.pipe(Stream.tap(() => pause(options)))
+      const onEnd = call.onEnd
+      return onEnd === undefined ? paced : paced.pipe(Stream.ensuringWith(onEnd))
     })
 })
 

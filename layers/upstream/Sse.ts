@@ -4,7 +4,7 @@ import { Channel, Chunk, Clock, Effect, Either, Option, Stream } from "effect"
 import type { ChatChunk, ChatMessage, Usage } from "../../schemas/Chat.js"
 import { objectId } from "../../src/lib/Ids.js"
 import type { ByteSource } from "./Http.js"
-import { UpstreamError } from "./Upstream.js"
+import { type UpstreamCall, UpstreamError } from "./Upstream.js"
 
 export interface SseEvent {
   /** The `event:` name; undefined for data-only streams (OpenAI chat). */
@@ -106,11 +106,11 @@ export const truncatedError = () =>
 export const sseChunks = (
   body: ByteSource,
   translate: (event: SseEvent) => Either.Either<Step, UpstreamError>,
-  /** The caller's per-chunk step (UpstreamCall.step), applied here: no stage of its own. */
-  step?: ((chunk: ChatChunk) => ChatChunk | undefined) | undefined
+  /** The caller's per-chunk step and end (UpstreamCall.step and onEnd), applied here: no stages of their own. */
+  hooks: Pick<UpstreamCall, "step" | "onEnd"> = {}
 ): Stream.Stream<ChatChunk, UpstreamError> =>
   Stream.suspend(() => {
-    const stepOf = step
+    const { step: stepOf, onEnd } = hooks
     const parser = new SseParser()
     /** The terminator was seen, or the body ended: nothing more to read. */
     let done = false
@@ -162,7 +162,10 @@ export const sseChunks = (
       Effect.map(pull, (batch) => batch === undefined ? Channel.void : Channel.flatMap(Channel.write(batch), () => batches))
     )
     // Complete: the terminator was read (not a failure, not an end before it).
-    return Stream.fromChannel(batches).pipe(Stream.ensuring(Effect.suspend(() => body.close(done && failure === undefined))))
+    return Stream.fromChannel(batches).pipe(Stream.ensuringWith((exit) => {
+      const closed = body.close(done && failure === undefined)
+      return onEnd === undefined ? closed : Effect.zipRight(closed, onEnd(exit))
+    }))
   })
 
 /** Identity of the completion a stream's chunks belong to; adapters learn id/model from the first event. */

@@ -1,7 +1,7 @@
 // The contract every upstream adapter (openai, openai-responses, anthropic, mock) fulfils:
 // take an OpenAI-shaped chat request, call the provider in its own wire format, and answer
 // an OpenAI-shaped completion or a stream of OpenAI-shaped chunks.
-import { Data, type Effect, type Stream } from "effect"
+import { Data, type Effect, type Exit, type Stream } from "effect"
 import type { ChatChunk, ChatCompletion, ChatRequest } from "../../schemas/Chat.js"
 
 export type ProviderKind = "openai" | "openai-responses" | "anthropic" | "mock"
@@ -23,6 +23,13 @@ export interface UpstreamCall {
    * stream); a chunk it maps to undefined is left out.
    */
   readonly step?: ((chunk: ChatChunk) => ChatChunk | undefined) | undefined
+  /**
+   * Streams: what the caller runs once the stream has ended, however it ended (its exit: done,
+   * failed or interrupted), in the stream's own finalizer after the adapter's cleanup. A finalizer
+   * of the caller's own cost about 30 runtime operations on every stream (docs/performance.md
+   * step 56). Adapters must run it whenever the stream they return has started.
+   */
+  readonly onEnd?: ((exit: Exit.Exit<unknown, UpstreamError>) => Effect.Effect<void>) | undefined
 }
 
 /**
