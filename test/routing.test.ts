@@ -187,6 +187,25 @@ describe("translation through the gateway", () => {
   })
 })
 
+describe("settled streams", () => {
+  // The settlement runs in each adapter's own finalizer (UpstreamCall.onEnd): every kind must run it.
+  it.each([["openai", "a-only"], ["anthropic", "claude"], ["openai-responses", "resp-model"]])(
+    "%s: a finished stream is settled once, with the usage the provider reported",
+    async (_kind, model) => {
+      reset()
+      const before = (await logs()).length
+      const stream = await t.client.chat.completions.create({ model, messages: [{ role: "user", content: "hi" }], stream: true })
+      let text = ""
+      for await (const chunk of stream) text += chunk.choices[0]?.delta.content ?? ""
+      expect(text).toBe("Hello from the fake upstream")
+      await expect.poll(async () => (await logs()).length).toBe(before + 1)
+      const row = (await logs()).at(-1)
+      expect(row).toMatchObject({ model_slug: model, status: "success", token_count_method: "reported", billing_status: "billed" })
+      expect(row.completion_tokens).toBeGreaterThan(0)
+    }
+  )
+})
+
 describe("interrupted streams", () => {
   it("an upstream drop ends the stream with finish_reason stop and no [DONE]; emitted tokens are billed", async () => {
     reset()
