@@ -216,68 +216,74 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
      * ledger's charge is decided at write time, so with a display wallet the snapshot is read
      * fresh, after the user's queued calls are written.
      */
-    const readSnapshot = (caller: Caller, model: string): Effect.Effect<AdmissionSnapshot> =>
-      Effect.gen(function*() {
-        const platformId = caller.platformId
-        const endUserId = caller._tag === "EndUserKey" ? caller.endUserId : null
-        const read = Effect.gen(function*() {
-          const loadedAt = Date.now()
-          const totals = settlements.submitted(platformId, endUserId)
-          const pending = settlements.pendingOf(platformId)
-          const snapshot = yield* loadAdmissionSnapshot(sql, keys.reveal, platformId, endUserId, model, pending.map((s) => s.id))
-          const queued = unsettled(pending, snapshot.committed, endUserId)
-          return { snapshot, loadedAt, unsettled: queued, totals }
-        })
-        const load = Effect.gen(function*() {
-          const userHadQueued = settlements.pendingOf(platformId).some((s) => s.endUserId === endUserId)
-          const entry = yield* read
-          if (endUserId === null || entry.snapshot.settings.end_user_wallet?.enabled !== true) return { entry, cacheable: true }
-          // used_display moves with every settled call: keep nothing, and if the read may have
-          // missed some of the user's queued calls, wait for them and read again.
-          if (!userHadQueued) return { entry, cacheable: false }
-          yield* settlements.awaitPlatform(platformId, endUserId)
-          return { entry: yield* read, cacheable: false }
-        })
-        const entry = yield* admissionCache.getOrLoad(platformId, endUserId, model, load)
-        const totals = settlements.submitted(platformId, endUserId)
-        const budget = BigDecimal.sum(entry.unsettled.budget, BigDecimal.subtract(totals.budget, entry.totals.budget))
-        const wallet = BigDecimal.sum(entry.unsettled.wallet, BigDecimal.subtract(totals.wallet, entry.totals.wallet))
-        return {
-          ...entry.snapshot,
-          held: BigDecimal.sum(entry.snapshot.held, budget),
-          walletBalance: BigDecimal.subtract(entry.snapshot.walletBalance, wallet)
-        }
-      })
+    // Every generator of a call is defined once, here (Effect.fnUntraced), never inside a
+    // per-call function (`(x) => Effect.gen(function*() {...})`): V8 gives each new generator
+    // function a map of its own when it first runs, maps live in the old generation, and the
+    // map keeps the function and all it closes over (the request) alive through every scavenge
+    // until the next full collection (docs/performance.md step 57).
+    const readEntry = Effect.fnUntraced(function*(platformId: string, endUserId: string | null, model: string) {
+      const loadedAt = Date.now()
+      const totals = settlements.submitted(platformId, endUserId)
+      const pending = settlements.pendingOf(platformId)
+      const snapshot = yield* loadAdmissionSnapshot(sql, keys.reveal, platformId, endUserId, model, pending.map((s) => s.id))
+      const queued = unsettled(pending, snapshot.committed, endUserId)
+      return { snapshot, loadedAt, unsettled: queued, totals }
+    })
+    const loadEntry = Effect.fnUntraced(function*(platformId: string, endUserId: string | null, model: string) {
+      const userHadQueued = settlements.pendingOf(platformId).some((s) => s.endUserId === endUserId)
+      const entry = yield* readEntry(platformId, endUserId, model)
+      if (endUserId === null || entry.snapshot.settings.end_user_wallet?.enabled !== true) return { entry, cacheable: true }
+      // used_display moves with every settled call: keep nothing, and if the read may have
+      // missed some of the user's queued calls, wait for them and read again.
+      if (!userHadQueued) return { entry, cacheable: false }
+      yield* settlements.awaitPlatform(platformId, endUserId)
+      return { entry: yield* readEntry(platformId, endUserId, model), cacheable: false }
+    })
+    const readSnapshot = Effect.fnUntraced(function*(caller: Caller, model: string) {
+      const platformId = caller.platformId
+      const endUserId = caller._tag === "EndUserKey" ? caller.endUserId : null
+      const entry = yield* admissionCache.getOrLoad(platformId, endUserId, model, loadEntry(platformId, endUserId, model))
+      const totals = settlements.submitted(platformId, endUserId)
+      const budget = BigDecimal.sum(entry.unsettled.budget, BigDecimal.subtract(totals.budget, entry.totals.budget))
+      const wallet = BigDecimal.sum(entry.unsettled.wallet, BigDecimal.subtract(totals.wallet, entry.totals.wallet))
+      const snapshot: AdmissionSnapshot = {
+        ...entry.snapshot,
+        held: BigDecimal.sum(entry.snapshot.held, budget),
+        walletBalance: BigDecimal.subtract(entry.snapshot.walletBalance, wallet)
+      }
+      return snapshot
+    })
 
     /**
      * The five checks, in the spec's order, on one snapshot read in a single round trip;
      * nothing here calls an upstream or moves money.
      */
+    const checks = Effect.fnUntraced(function*(caller: Caller, request: ChatRequest, requestType: RequestType) {
+      const startedAt = clock.unsafeCurrentTimeMillis()
+      const snapshot = yield* readSnapshot(caller, request.model)
+      const maxTokens = yield* step("preflight.model", () => checkModel(caller, request, snapshot.candidates))
+      const promptEstimate = countPromptTokens(request.messages)
+      const { limits, rateLimit } = yield* step("preflight.rate_limit", () => checkRateLimit(caller, snapshot, promptEstimate))
+      const live = yield* step("preflight.suspension", () => checkSuspension(caller, snapshot))
+      yield* step("preflight.budget", () => checkBudget(live?.is_active === true ? live : null, snapshot))
+      yield* step("preflight.wallet", () => checkWallet(snapshot, promptEstimate, maxTokens))
+      const admitted: Admitted = {
+        requestId: objectId(requestType === "response" ? "resp_" : "chatcmpl-"),
+        requestType,
+        caller,
+        request,
+        candidates: orderCandidates(snapshot.candidates),
+        promptEstimate,
+        limits,
+        rateLimit,
+        displaySettings: caller._tag === "EndUserKey" ? snapshot.settings.end_user_wallet ?? null : null,
+        budget: live === null ? null : live.is_active ? budgetExpectation(live) : undefined,
+        startedAt
+      }
+      return admitted
+    })
     const admit = (caller: Caller, request: ChatRequest, requestType: RequestType = "chat.completion") =>
-      Effect.gen(function*() {
-        const startedAt = clock.unsafeCurrentTimeMillis()
-        const snapshot = yield* readSnapshot(caller, request.model)
-        const maxTokens = yield* step("preflight.model", () => checkModel(caller, request, snapshot.candidates))
-        const promptEstimate = countPromptTokens(request.messages)
-        const { limits, rateLimit } = yield* step("preflight.rate_limit", () => checkRateLimit(caller, snapshot, promptEstimate))
-        const live = yield* step("preflight.suspension", () => checkSuspension(caller, snapshot))
-        yield* step("preflight.budget", () => checkBudget(live?.is_active === true ? live : null, snapshot))
-        yield* step("preflight.wallet", () => checkWallet(snapshot, promptEstimate, maxTokens))
-        const admitted: Admitted = {
-          requestId: objectId(requestType === "response" ? "resp_" : "chatcmpl-"),
-          requestType,
-          caller,
-          request,
-          candidates: orderCandidates(snapshot.candidates),
-          promptEstimate,
-          limits,
-          rateLimit,
-          displaySettings: caller._tag === "EndUserKey" ? snapshot.settings.end_user_wallet ?? null : null,
-          budget: live === null ? null : live.is_active ? budgetExpectation(live) : undefined,
-          startedAt
-        }
-        return admitted
-      }).pipe(
+      checks(caller, request, requestType).pipe(
         Effect.tapError((e) => Effect.sync(() => rejectionsBy("code" in e ? e.code : "rate_limit_exceeded").unsafeUpdate(1, []))),
         span("Inference.admit", () => ({
           "gen_ai.operation.name": requestType === "response" ? "responses" : "chat",
@@ -397,6 +403,15 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
         headers: traceparent === null ? {} : { traceparent }
       }))
 
+    const answerAndSettle = Effect.fnUntraced(function*(admitted: Admitted) {
+      const { value, candidate } = yield* router.route(
+        admitted.candidates,
+        (c) => Effect.flatMap(callFor(admitted, c), adapters.get(c.kind).complete)
+      )
+      yield* settle(admitted, { candidate, usage: value.usage, method: "reported", status: "success", errorMessage: null })
+      return { ...value, id: admitted.requestId, model: admitted.request.model }
+    })
+
     /** Non-streaming: route with failover, settle with the reported usage. */
     const complete = (admitted: Admitted): Effect.Effect<ChatCompletion, BadGateway | GatewayTimeout> =>
       // Once sent upstream, a call runs to its answer (each attempt bounded by the upstream
@@ -405,93 +420,83 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
       // settled. (Forked to a fiber of its own, as it was, it cost about a tenth of a JSON call's
       // CPU: a fork copies every FiberRef of the fiber and a join merges them back, the whole
       // context of services included; docs/performance.md step 39.)
-      Effect.uninterruptible(
-        Effect.gen(function*() {
-          const { value, candidate } = yield* router.route(
-            admitted.candidates,
-            (c) => Effect.flatMap(callFor(admitted, c), adapters.get(c.kind).complete)
-          )
-          yield* settle(admitted, { candidate, usage: value.usage, method: "reported", status: "success", errorMessage: null })
-          return { ...value, id: admitted.requestId, model: admitted.request.model }
-        })
-      )
+      Effect.uninterruptible(answerAndSettle(admitted))
 
     /**
      * Streaming: failover happens before the first byte; afterwards an upstream drop ends the
      * stream with finish_reason stop (and no [DONE]). Whatever ends the stream (completion,
      * drop, client disconnect), emitted tokens are settled exactly once.
      */
-    const stream = (admitted: Admitted) =>
-      Effect.gen(function*() {
-        const state = { text: "", usage: null as Usage | null, dropped: false, done: false, created: 0, firstTokenAt: 0 }
-        /** What the stream carried so far, settled on the candidate that served it. */
-        const settleStream = (candidate: Candidate) =>
-          Effect.suspend(() => {
-            const completion = state.usage?.completion_tokens ?? countTextTokens(state.text)
-            const prompt = state.usage?.prompt_tokens ?? admitted.promptEstimate
-            return settle(admitted, {
-              candidate,
-              usage: { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion },
-              method: state.usage !== null ? "reported" : "estimated",
-              status: state.dropped ? "error" : state.usage !== null || state.done ? "success" : "interrupted",
-              errorMessage: state.dropped ? "upstream dropped mid-stream" : null,
-              timeToFirstTokenMs: state.firstTokenAt === 0 ? undefined : state.firstTokenAt - admitted.startedAt
-            })
+    const stream = Effect.fnUntraced(function*(admitted: Admitted) {
+      const state = { text: "", usage: null as Usage | null, dropped: false, done: false, created: 0, firstTokenAt: 0 }
+      /** What the stream carried so far, settled on the candidate that served it. */
+      const settleStream = (candidate: Candidate) =>
+        Effect.suspend(() => {
+          const completion = state.usage?.completion_tokens ?? countTextTokens(state.text)
+          const prompt = state.usage?.prompt_tokens ?? admitted.promptEstimate
+          return settle(admitted, {
+            candidate,
+            usage: { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion },
+            method: state.usage !== null ? "reported" : "estimated",
+            status: state.dropped ? "error" : state.usage !== null || state.done ? "success" : "interrupted",
+            errorMessage: state.dropped ? "upstream dropped mid-stream" : null,
+            timeToFirstTokenMs: state.firstTokenAt === 0 ? undefined : state.firstTokenAt - admitted.startedAt
           })
-        const includeUsage = admitted.request.stream_options?.include_usage === true
-        /**
-         * Notes what the chunk carries (for the settlement) and gives it the gateway's id and model;
-         * the adapter applies it as the stream yields each chunk (UpstreamCall.step).
-         */
-        const relabel = (chunk: ChatChunk): ChatChunk | undefined => {
-          state.created = chunk.created
-          for (const choice of chunk.choices) {
-            if (state.firstTokenAt === 0 && (choice.delta.content ?? "") !== "") state.firstTokenAt = Date.now()
-            state.text += choice.delta.content ?? ""
-            for (const call of choice.delta.tool_calls ?? []) state.text += call.function?.arguments ?? ""
-            if (choice.finish_reason !== null) state.done = true
-          }
-          if (chunk.usage) state.usage = chunk.usage
-          if (!includeUsage && chunk.choices.length === 0) return undefined // the usage-only chunk
-          const relabeled = { ...chunk, id: admitted.requestId, model: admitted.request.model }
-          return includeUsage || chunk.usage == null ? relabeled : { ...relabeled, usage: undefined }
+        })
+      const includeUsage = admitted.request.stream_options?.include_usage === true
+      /**
+       * Notes what the chunk carries (for the settlement) and gives it the gateway's id and model;
+       * the adapter applies it as the stream yields each chunk (UpstreamCall.step).
+       */
+      const relabel = (chunk: ChatChunk): ChatChunk | undefined => {
+        state.created = chunk.created
+        for (const choice of chunk.choices) {
+          if (state.firstTokenAt === 0 && (choice.delta.content ?? "") !== "") state.firstTokenAt = Date.now()
+          state.text += choice.delta.content ?? ""
+          for (const call of choice.delta.tool_calls ?? []) state.text += call.function?.arguments ?? ""
+          if (choice.finish_reason !== null) state.done = true
         }
-        // The attempt in flight: a client that leaves before the first byte, once the request
-        // went upstream, is settled as one that leaves mid-stream (interrupted: its prompt, no
-        // completion tokens), since the provider has the prompt either way.
-        let inFlight: Candidate | undefined
-        /** The served attempt's stream ended: settled in the adapter's finalizer (UpstreamCall.onEnd). */
-        const ended = (c: Candidate) => (exit: Exit.Exit<unknown, UpstreamError>) =>
-          Effect.suspend(() => {
-            // A failure is a drop mid-stream; interruption (the client left) and defects are not.
-            if (exit._tag === "Failure" && Option.isSome(Cause.failureOption(exit.cause))) state.dropped = true
-            return settleStream(c)
+        if (chunk.usage) state.usage = chunk.usage
+        if (!includeUsage && chunk.choices.length === 0) return undefined // the usage-only chunk
+        const relabeled = { ...chunk, id: admitted.requestId, model: admitted.request.model }
+        return includeUsage || chunk.usage == null ? relabeled : { ...relabeled, usage: undefined }
+      }
+      // The attempt in flight: a client that leaves before the first byte, once the request
+      // went upstream, is settled as one that leaves mid-stream (interrupted: its prompt, no
+      // completion tokens), since the provider has the prompt either way.
+      let inFlight: Candidate | undefined
+      /** The served attempt's stream ended: settled in the adapter's finalizer (UpstreamCall.onEnd). */
+      const ended = (c: Candidate) => (exit: Exit.Exit<unknown, UpstreamError>) =>
+        Effect.suspend(() => {
+          // A failure is a drop mid-stream; interruption (the client left) and defects are not.
+          if (exit._tag === "Failure" && Option.isSome(Cause.failureOption(exit.cause))) state.dropped = true
+          return settleStream(c)
+        })
+      const { value: chunks } = yield* router.route(
+        admitted.candidates,
+        (c) =>
+          Effect.flatMap(callFor(admitted, c), (call) => {
+            inFlight = c
+            return adapters.get(c.kind).stream({ ...call, step: relabel, onEnd: ended(c) }).pipe(
+              Effect.tapError(() => Effect.sync(() => (inFlight = undefined)))
+            )
           })
-        const { value: chunks } = yield* router.route(
-          admitted.candidates,
-          (c) =>
-            Effect.flatMap(callFor(admitted, c), (call) => {
-              inFlight = c
-              return adapters.get(c.kind).stream({ ...call, step: relabel, onEnd: ended(c) }).pipe(
-                Effect.tapError(() => Effect.sync(() => (inFlight = undefined)))
-              )
-            })
-        ).pipe(Effect.onInterrupt(() => inFlight === undefined ? Effect.void : settleStream(inFlight)))
-        const body = chunks.pipe(
-          Stream.catchAll((error) => {
-            state.dropped = true
-            const stop: ChatChunk = {
-              id: admitted.requestId,
-              object: "chat.completion.chunk",
-              created: state.created,
-              model: admitted.request.model,
-              choices: [{ index: 0, delta: {}, finish_reason: "stop" }]
-            }
-            return Stream.make(stop).pipe(Stream.tap(() => Effect.logWarning(`upstream dropped mid-stream: ${error.message}`)))
-          })
-        )
-        return { chunks: body, dropped: () => state.dropped }
-      })
+      ).pipe(Effect.onInterrupt(() => inFlight === undefined ? Effect.void : settleStream(inFlight)))
+      const body = chunks.pipe(
+        Stream.catchAll((error) => {
+          state.dropped = true
+          const stop: ChatChunk = {
+            id: admitted.requestId,
+            object: "chat.completion.chunk",
+            created: state.created,
+            model: admitted.request.model,
+            choices: [{ index: 0, delta: {}, finish_reason: "stop" }]
+          }
+          return Stream.make(stop).pipe(Stream.tap(() => Effect.logWarning(`upstream dropped mid-stream: ${error.message}`)))
+        })
+      )
+      return { chunks: body, dropped: () => state.dropped }
+    })
 
     return { admit, complete, stream, settle } as const
   })

@@ -173,40 +173,39 @@ export class KeyAuth extends Effect.Service<KeyAuth>()("gateway/KeyAuth", {
     }
 
     /** Resolves `Authorization: Bearer <key>`; the key never leaves this function. */
-    const authenticate = (header: string | undefined) =>
-      Effect.gen(function*() {
-        if (header === undefined || /^\s*(Bearer)?\s*$/i.test(header)) return yield* missing
-        const match = /^Bearer\s+(\S+)\s*$/i.exec(header)
-        if (match === null) {
-          return yield* new Unauthorized({
-            code: "invalid_api_key",
-            message: "Malformed Authorization header: expected Bearer <key>"
-          })
-        }
-        const token = match[1]!
-        const hash = hashKey(token)
-        if (token.startsWith("sk-admin_")) {
-          if (timingSafeEqual(hash, adminHash)) return { _tag: "Admin" } as Principal
-          return yield* invalid
-        }
-        const now = yield* Clock.currentTimeMillis
-        const cacheKey = hash.toString("base64")
-        let entry = probes.healthy ? cache.get(cacheKey) : undefined
-        if (entry === undefined || now - entry.cachedAt > CACHE_TTL_MS) {
-          const row = yield* lookup(hash).pipe(Effect.orDie)
-          if (Option.isNone(row)) return yield* invalid
-          entry = yield* toEntry(row.value, now)
-          if (probes.healthy) cache.set(cacheKey, entry)
-          fromDatabase.unsafeUpdate(1, [])
-        } else {
-          fromCache.unsafeUpdate(1, [])
-        }
-        if (entry.expiresAt !== null && entry.expiresAt <= now) {
-          return yield* new Unauthorized({ code: "api_key_expired", message: "This API key has expired" })
-        }
-        lastUsed.set(entry.principal.keyId, new Date(now))
-        return entry.principal as Principal
-      })
+    const authenticate = Effect.fnUntraced(function*(header: string | undefined) {
+      if (header === undefined || /^\s*(Bearer)?\s*$/i.test(header)) return yield* missing
+      const match = /^Bearer\s+(\S+)\s*$/i.exec(header)
+      if (match === null) {
+        return yield* new Unauthorized({
+          code: "invalid_api_key",
+          message: "Malformed Authorization header: expected Bearer <key>"
+        })
+      }
+      const token = match[1]!
+      const hash = hashKey(token)
+      if (token.startsWith("sk-admin_")) {
+        if (timingSafeEqual(hash, adminHash)) return { _tag: "Admin" } as Principal
+        return yield* invalid
+      }
+      const now = yield* Clock.currentTimeMillis
+      const cacheKey = hash.toString("base64")
+      let entry = probes.healthy ? cache.get(cacheKey) : undefined
+      if (entry === undefined || now - entry.cachedAt > CACHE_TTL_MS) {
+        const row = yield* lookup(hash).pipe(Effect.orDie)
+        if (Option.isNone(row)) return yield* invalid
+        entry = yield* toEntry(row.value, now)
+        if (probes.healthy) cache.set(cacheKey, entry)
+        fromDatabase.unsafeUpdate(1, [])
+      } else {
+        fromCache.unsafeUpdate(1, [])
+      }
+      if (entry.expiresAt !== null && entry.expiresAt <= now) {
+        return yield* new Unauthorized({ code: "api_key_expired", message: "This API key has expired" })
+      }
+      lastUsed.set(entry.principal.keyId, new Date(now))
+      return entry.principal as Principal
+    })
 
     /** Forget cached keys now, here and (after commit) on every other instance. */
     const invalidate = (target: Invalidation) =>

@@ -53,31 +53,35 @@ export class ProviderRouter extends Effect.Service<ProviderRouter>()("gateway/Pr
      * Tries `attempt` on each candidate in routing order until one succeeds; a non-retryable
      * failure stops at once. Exhausted: 504 when the last failure was a timeout, else 502.
      */
+    const tryInOrder = Effect.fnUntraced(function*(
+      ordered: ReadonlyArray<Candidate>,
+      attempt: (candidate: Candidate) => Effect.Effect<unknown, UpstreamError>
+    ) {
+      let last: UpstreamError | undefined
+      for (const candidate of ordered) {
+        const result = yield* Effect.either(attempt(candidate).pipe(
+          span("ProviderRouter.attempt", () => ({
+            "gen_ai.provider.name": candidate.providerSlug,
+            "gen_ai.request.model": candidate.providerModelId
+          }))
+        ))
+        if (result._tag === "Right") return { value: result.right, candidate }
+        last = result.left
+        if (!last.retryable) break
+      }
+      if (last?.kind === "timeout") {
+        return yield* new GatewayTimeout({ code: "upstream_timeout", message: "The upstream did not answer in time" })
+      }
+      return yield* new BadGateway({
+        code: "upstream_error",
+        message: `Upstream failed: ${last?.message ?? "no candidate"}`
+      })
+    })
+    // The generator is defined once (tryInOrder), not per call (docs/performance.md step 57).
     const route = <A>(
       ordered: ReadonlyArray<Candidate>,
       attempt: (candidate: Candidate) => Effect.Effect<A, UpstreamError>
-    ): Effect.Effect<{ readonly value: A; readonly candidate: Candidate }, BadGateway | GatewayTimeout> =>
-      Effect.gen(function*() {
-        let last: UpstreamError | undefined
-        for (const candidate of ordered) {
-          const result = yield* Effect.either(attempt(candidate).pipe(
-            span("ProviderRouter.attempt", () => ({
-              "gen_ai.provider.name": candidate.providerSlug,
-              "gen_ai.request.model": candidate.providerModelId
-            }))
-          ))
-          if (result._tag === "Right") return { value: result.right, candidate }
-          last = result.left
-          if (!last.retryable) break
-        }
-        if (last?.kind === "timeout") {
-          return yield* new GatewayTimeout({ code: "upstream_timeout", message: "The upstream did not answer in time" })
-        }
-        return yield* new BadGateway({
-          code: "upstream_error",
-          message: `Upstream failed: ${last?.message ?? "no candidate"}`
-        })
-      })
+    ) => tryInOrder(ordered, attempt) as Effect.Effect<{ readonly value: A; readonly candidate: Candidate }, BadGateway | GatewayTimeout>
 
     return { route } as const
   })

@@ -329,14 +329,13 @@ export class Settlements extends Effect.Service<Settlements>()("gateway/Settleme
      * live budget); a period boundary among them resets first. Returns the last period's debits,
      * for the group's one statement (debitBudgetsLocked); those before a boundary are written here.
      */
-    const debitBudget = (
+    const debitBudget = Effect.fnUntraced(function*(
       platformId: string,
       endUserId: string,
       budget: BudgetRow | undefined,
       settlements: ReadonlyArray<Settlement>,
       subscribed: ((type: BudgetEventType) => boolean) | undefined
-    ) =>
-      Effect.gen(function*() {
+    ) {
         if (budget === undefined) return Option.none()
         const locked = yield* ledger.activeLocked(budget, settlements[0]!.at)
         if (Option.isNone(locked)) return Option.none()
@@ -389,25 +388,24 @@ export class Settlements extends Effect.Service<Settlements>()("gateway/Settleme
       }).pipe(Effect.retry({ while: isRetriable, times: 5 }))
 
     /** One transaction for a group: log rows, then budgets (by end user), then wallets (by platform). */
-    const commitInTransaction = (all: ReadonlyArray<Settlement>) =>
-      Effect.gen(function*() {
-        const { budgets, fresh, subscribed } = yield* insertLogs(all)
-        for (const [platformId, wanted] of subscribed) {
-          if (wanted("budget.debited")) debitedWanted.set(platformId, Date.now() + WANTED_MEMORY_MS)
-        }
-        const applied = all.filter((s) => fresh.has(s.id))
-        const batches: Array<{ readonly before: BudgetRow; readonly items: ReadonlyArray<DebitItem> }> = []
-        for (const [endUserId, list] of groupBy(applied.filter((s) => s.endUserId !== null), (s) => s.endUserId!)) {
-          const platformId = list[0]!.platformId
-          const batch = yield* debitBudget(platformId, endUserId, budgets.get(endUserId), list, subscribed.get(platformId))
-          if (Option.isSome(batch)) batches.push(batch.value)
-        }
-        yield* ledger.debitBudgetsLocked(batches, (platformId) => subscribed.get(platformId))
-        const billed = applied.filter((s) => BigDecimal.greaterThan(s.costUsd, ZERO))
-        for (const [platformId, list] of groupBy(billed, (s) => s.platformId)) {
-          yield* wallet.debitMany(platformId, list.map((s) => ({ amount: s.costUsd, metadata: s.details })))
-        }
-      }).pipe(sql.withTransaction)
+    const commitInTransaction = Effect.fnUntraced(function*(all: ReadonlyArray<Settlement>) {
+      const { budgets, fresh, subscribed } = yield* insertLogs(all)
+      for (const [platformId, wanted] of subscribed) {
+        if (wanted("budget.debited")) debitedWanted.set(platformId, Date.now() + WANTED_MEMORY_MS)
+      }
+      const applied = all.filter((s) => fresh.has(s.id))
+      const batches: Array<{ readonly before: BudgetRow; readonly items: ReadonlyArray<DebitItem> }> = []
+      for (const [endUserId, list] of groupBy(applied.filter((s) => s.endUserId !== null), (s) => s.endUserId!)) {
+        const platformId = list[0]!.platformId
+        const batch = yield* debitBudget(platformId, endUserId, budgets.get(endUserId), list, subscribed.get(platformId))
+        if (Option.isSome(batch)) batches.push(batch.value)
+      }
+      yield* ledger.debitBudgetsLocked(batches, (platformId) => subscribed.get(platformId))
+      const billed = applied.filter((s) => BigDecimal.greaterThan(s.costUsd, ZERO))
+      for (const [platformId, list] of groupBy(billed, (s) => s.platformId)) {
+        yield* wallet.debitMany(platformId, list.map((s) => ({ amount: s.costUsd, metadata: s.details })))
+      }
+    }, sql.withTransaction)
 
     /**
      * The database went away while committing a group: retry it (the queue waits) until it is

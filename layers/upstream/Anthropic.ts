@@ -201,35 +201,34 @@ export const finishReason = (stopReason: string | null | undefined): string => {
   }
 }
 
-const toCompletion = (wire: typeof MessageWire.Type, call: UpstreamCall) =>
-  Effect.gen(function*() {
-    const text = wire.content.filter((b) => b.type === "text").map((b) => b.text ?? "").join("")
-    const toolCalls: Array<ToolCall> = wire.content
-      .filter((b) => b.type === "tool_use")
-      .map((b) => ({
-        id: b.id ?? "",
-        type: "function",
-        function: { name: b.name ?? "", arguments: JSON.stringify(b.input ?? {}) }
-      }))
-    const usage: Usage = usageOf(promptTokens(wire.usage), wire.usage.output_tokens ?? 0)
-    const completion: ChatCompletion = {
-      id: wire.id ?? completionId(),
-      object: "chat.completion",
-      created: yield* nowSeconds,
-      model: wire.model ?? call.providerModelId,
-      choices: [{
-        index: 0,
-        message: {
-          role: "assistant",
-          content: text === "" && toolCalls.length > 0 ? null : text,
-          ...(toolCalls.length > 0 ? { tool_calls: toolCalls } : {})
-        },
-        finish_reason: finishReason(wire.stop_reason)
-      }],
-      usage
-    }
-    return completion
-  })
+const toCompletion = Effect.fnUntraced(function*(wire: typeof MessageWire.Type, call: UpstreamCall) {
+  const text = wire.content.filter((b) => b.type === "text").map((b) => b.text ?? "").join("")
+  const toolCalls: Array<ToolCall> = wire.content
+    .filter((b) => b.type === "tool_use")
+    .map((b) => ({
+      id: b.id ?? "",
+      type: "function",
+      function: { name: b.name ?? "", arguments: JSON.stringify(b.input ?? {}) }
+    }))
+  const usage: Usage = usageOf(promptTokens(wire.usage), wire.usage.output_tokens ?? 0)
+  const completion: ChatCompletion = {
+    id: wire.id ?? completionId(),
+    object: "chat.completion",
+    created: yield* nowSeconds,
+    model: wire.model ?? call.providerModelId,
+    choices: [{
+      index: 0,
+      message: {
+        role: "assistant",
+        content: text === "" && toolCalls.length > 0 ? null : text,
+        ...(toolCalls.length > 0 ? { tool_calls: toolCalls } : {})
+      },
+      finish_reason: finishReason(wire.stop_reason)
+    }],
+    usage
+  }
+  return completion
+})
 
 // Anthropic error types worth another candidate, with the HTTP status they stand for.
 const retryableErrors: Record<string, number> = { overloaded_error: 529, api_error: 500, rate_limit_error: 429 }

@@ -20,6 +20,11 @@ export interface HttpAdapterSpec<W> {
 export const httpAdapter = <W>(spec: HttpAdapterSpec<W>): UpstreamAdapter => {
   const span = (name: string, call: UpstreamCall) =>
     withCallSpan(`Upstream.${spec.kind}.${name}`, () => ({ "upstream.model": call.providerModelId }))
+  const open = Effect.fnUntraced(function*(call: UpstreamCall) {
+    const meta = yield* initialMeta(call.providerModelId)
+    // Nothing between the exchange and the stream that closes its body.
+    return sseChunks(yield* postStream(spec.post(call, true)), spec.translator(meta), call)
+  })
   return {
     complete: (call) =>
       postJson(spec.post(call, false)).pipe(
@@ -27,11 +32,6 @@ export const httpAdapter = <W>(spec: HttpAdapterSpec<W>): UpstreamAdapter => {
         Effect.flatMap((wire) => spec.toCompletion(wire, call)),
         span("complete", call)
       ),
-    stream: (call) =>
-      Effect.gen(function*() {
-        const meta = yield* initialMeta(call.providerModelId)
-        // Nothing between the exchange and the stream that closes its body.
-        return sseChunks(yield* postStream(spec.post(call, true)), spec.translator(meta), call)
-      }).pipe(span("stream", call))
+    stream: (call) => open(call).pipe(span("stream", call))
   }
 }

@@ -3,7 +3,7 @@
 import { Duration, Effect, Option, Stream } from "effect"
 import type { ChatCompletion, ChatRequest, Usage } from "../../schemas/Chat.js"
 import { chunk, completionId, initialMeta, messageText, nowSeconds, usageChunk, usageOf } from "./Sse.js"
-import type { UpstreamAdapter } from "./Upstream.js"
+import type { UpstreamAdapter, UpstreamCall } from "./Upstream.js"
 
 export interface MockOptions {
   /** Pause before the answer and between streamed chunks (benchmarks simulate latency with it). */
@@ -35,38 +35,36 @@ export const mockUsage = (request: ChatRequest, reply: string): Usage => {
 const pause = (options: MockOptions) => options.delay === undefined ? Effect.void : Effect.sleep(options.delay)
 
 export const makeMockAdapter = (options: MockOptions = {}): UpstreamAdapter => ({
-  complete: (call) =>
-    Effect.gen(function*() {
-      yield* pause(options)
-      const reply = mockReply(call.request)
-      const completion: ChatCompletion = {
-        id: completionId(),
-        object: "chat.completion",
-        created: yield* nowSeconds,
-        model: call.providerModelId,
-        choices: [{ index: 0, message: { role: "assistant", content: reply }, finish_reason: "stop" }],
-        usage: mockUsage(call.request, reply)
-      }
-      return completion
-    }),
-  stream: (call) =>
-    Effect.gen(function*() {
-      const meta = yield* initialMeta(call.providerModelId)
-      const reply = mockReply(call.request)
-      // Each word chunk carries the whitespace before it, so concatenated deltas equal the reply.
-      const pieces = reply.match(/\s*\S+(\s+$)?/g) ?? []
-      const chunks = [
-        chunk(meta, { role: "assistant", content: "" }),
-        ...pieces.map((p) => chunk(meta, { content: p })),
-        chunk(meta, {}, "stop"),
-        usageChunk(meta, mockUsage(call.request, reply))
-      ]
-      const step = call.step
-      const body = step === undefined ? Stream.fromIterable(chunks) : Stream.fromIterable(chunks).pipe(Stream.filterMap((c) => Option.fromNullable(step(c))))
-      const paced = options.delay === undefined ? body : body.pipe(Stream.tap(() => pause(options)))
-      const onEnd = call.onEnd
-      return onEnd === undefined ? paced : paced.pipe(Stream.ensuringWith(onEnd))
-    })
+  complete: Effect.fnUntraced(function*(call: UpstreamCall) {
+    yield* pause(options)
+    const reply = mockReply(call.request)
+    const completion: ChatCompletion = {
+      id: completionId(),
+      object: "chat.completion",
+      created: yield* nowSeconds,
+      model: call.providerModelId,
+      choices: [{ index: 0, message: { role: "assistant", content: reply }, finish_reason: "stop" }],
+      usage: mockUsage(call.request, reply)
+    }
+    return completion
+  }),
+  stream: Effect.fnUntraced(function*(call: UpstreamCall) {
+    const meta = yield* initialMeta(call.providerModelId)
+    const reply = mockReply(call.request)
+    // Each word chunk carries the whitespace before it, so concatenated deltas equal the reply.
+    const pieces = reply.match(/\s*\S+(\s+$)?/g) ?? []
+    const chunks = [
+      chunk(meta, { role: "assistant", content: "" }),
+      ...pieces.map((p) => chunk(meta, { content: p })),
+      chunk(meta, {}, "stop"),
+      usageChunk(meta, mockUsage(call.request, reply))
+    ]
+    const step = call.step
+    const body = step === undefined ? Stream.fromIterable(chunks) : Stream.fromIterable(chunks).pipe(Stream.filterMap((c) => Option.fromNullable(step(c))))
+    const paced = options.delay === undefined ? body : body.pipe(Stream.tap(() => pause(options)))
+    const onEnd = call.onEnd
+    return onEnd === undefined ? paced : paced.pipe(Stream.ensuringWith(onEnd))
+  })
 })
 
 export const MockAdapter: UpstreamAdapter = makeMockAdapter()

@@ -87,35 +87,34 @@ const post = (call: UpstreamCall, stream: boolean) => ({
   timeoutMs: call.timeoutMs
 })
 
-const toCompletion = (wire: typeof CompletionWire.Type, call: UpstreamCall) =>
-  Effect.gen(function*() {
-    if (wire.usage === undefined || wire.usage === null) return yield* protocolError("completion without usage")
-    const completion: ChatCompletion = {
-      id: wire.id ?? completionId(),
-      object: "chat.completion",
-      created: wire.created === undefined ? yield* nowSeconds : Math.floor(wire.created),
-      model: wire.model ?? call.providerModelId,
-      choices: wire.choices.map((c, i) => ({
-        index: c.index ?? i,
-        message: {
-          role: "assistant",
-          content: c.message.content ?? null,
-          ...(c.message.tool_calls && c.message.tool_calls.length > 0
-            ? {
-              tool_calls: c.message.tool_calls.map((t) => ({
-                id: t.id,
-                type: "function" as const,
-                function: { name: t.function.name, arguments: t.function.arguments }
-              }))
-            }
-            : {})
-        },
-        finish_reason: c.finish_reason ?? null
-      })),
-      usage: usage(wire.usage)
-    }
-    return completion
-  })
+const toCompletion = Effect.fnUntraced(function*(wire: typeof CompletionWire.Type, call: UpstreamCall) {
+  if (wire.usage === undefined || wire.usage === null) return yield* protocolError("completion without usage")
+  const completion: ChatCompletion = {
+    id: wire.id ?? completionId(),
+    object: "chat.completion",
+    created: wire.created === undefined ? yield* nowSeconds : Math.floor(wire.created),
+    model: wire.model ?? call.providerModelId,
+    choices: wire.choices.map((c, i) => ({
+      index: c.index ?? i,
+      message: {
+        role: "assistant",
+        content: c.message.content ?? null,
+        ...(c.message.tool_calls && c.message.tool_calls.length > 0
+          ? {
+            tool_calls: c.message.tool_calls.map((t) => ({
+              id: t.id,
+              type: "function" as const,
+              function: { name: t.function.name, arguments: t.function.arguments }
+            }))
+          }
+          : {})
+      },
+      finish_reason: c.finish_reason ?? null
+    })),
+    usage: usage(wire.usage)
+  }
+  return completion
+})
 
 const toolCallDeltas = (deltas: ReadonlyArray<typeof ToolCallDeltaWire.Type>) =>
   deltas.map((d) => ({

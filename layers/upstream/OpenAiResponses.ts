@@ -161,31 +161,30 @@ const toolCallsOf = (items: ReadonlyArray<OutputItemWire>): Array<ToolCall> =>
       function: { name: i.name ?? "", arguments: i.arguments ?? "" }
     }))
 
-const toCompletion = (wire: ResponseWire, call: UpstreamCall) =>
-  Effect.gen(function*() {
-    if (wire.status === "failed") return yield* failedError(wire.error?.message)
-    if (wire.usage === undefined || wire.usage === null) return yield* protocolError("response without usage")
-    const output = wire.output ?? []
-    const toolCalls = toolCallsOf(output)
-    const text = textOf(output)
-    const completion: ChatCompletion = {
-      id: wire.id ?? completionId(),
-      object: "chat.completion",
-      created: wire.created_at === undefined ? yield* nowSeconds : Math.floor(wire.created_at),
-      model: wire.model ?? call.providerModelId,
-      choices: [{
-        index: 0,
-        message: {
-          role: "assistant",
-          content: text === "" && toolCalls.length > 0 ? null : text,
-          ...(toolCalls.length > 0 ? { tool_calls: toolCalls } : {})
-        },
-        finish_reason: finishReason(wire, toolCalls.length > 0)
-      }],
-      usage: usageOf(wire.usage.input_tokens, wire.usage.output_tokens)
-    }
-    return completion
-  })
+const toCompletion = Effect.fnUntraced(function*(wire: ResponseWire, call: UpstreamCall) {
+  if (wire.status === "failed") return yield* failedError(wire.error?.message)
+  if (wire.usage === undefined || wire.usage === null) return yield* protocolError("response without usage")
+  const output = wire.output ?? []
+  const toolCalls = toolCallsOf(output)
+  const text = textOf(output)
+  const completion: ChatCompletion = {
+    id: wire.id ?? completionId(),
+    object: "chat.completion",
+    created: wire.created_at === undefined ? yield* nowSeconds : Math.floor(wire.created_at),
+    model: wire.model ?? call.providerModelId,
+    choices: [{
+      index: 0,
+      message: {
+        role: "assistant",
+        content: text === "" && toolCalls.length > 0 ? null : text,
+        ...(toolCalls.length > 0 ? { tool_calls: toolCalls } : {})
+      },
+      finish_reason: finishReason(wire, toolCalls.length > 0)
+    }],
+    usage: usageOf(wire.usage.input_tokens, wire.usage.output_tokens)
+  }
+  return completion
+})
 
 /** Per-stream state machine: Responses events -> chat deltas; the role chunk always comes first. */
 const translator = (meta: StreamMeta) => {

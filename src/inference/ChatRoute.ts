@@ -147,44 +147,42 @@ export const makeChatRoute = Effect.gen(function*() {
   routes.on("POST", "/v1/chat/completions", true)
 
   /** The handler proper: tools check, the five pre-flight checks, then the answer or its stream. */
-  const chat = (caller: Caller, payload: ChatRequestBody) =>
-    Effect.gen(function*() {
-      const hosted = (payload.tools ?? []).findIndex((t) => t.type === "mcp")
-      if (hosted >= 0) {
-        return yield* new ValidationError({
-          code: "unsupported_tool_type",
-          param: `tools.${hosted}.type`,
-          message: "Tools of type mcp are only supported on /v1/responses"
-        })
-      }
-      const admitted = yield* inference.admit(caller, payload as ChatRequest)
-      const headers = rateLimitHeaders(admitted.rateLimit)
-      // The typed answer is its own wire form: ChatCompletion has no transformations (checked by
-      // test/unit/wireSchemas.test.ts), so encoding it through the schema, as HttpApi would, only
-      // validated again what the adapter built typed (about 4% of a call's allocations).
-      if (payload.stream !== true) return jsonReply(200, yield* inference.complete(admitted), headers)
-      const { chunks, dropped } = yield* inference.stream(admitted)
-      return { headers, chunks, dropped } satisfies Reply
-    }).pipe(Effect.catchTag("RateLimitExceeded", (e) => {
+  const chat = Effect.fnUntraced(function*(caller: Caller, payload: ChatRequestBody) {
+    const hosted = (payload.tools ?? []).findIndex((t) => t.type === "mcp")
+    if (hosted >= 0) {
+      return yield* new ValidationError({
+        code: "unsupported_tool_type",
+        param: `tools.${hosted}.type`,
+        message: "Tools of type mcp are only supported on /v1/responses"
+      })
+    }
+    const admitted = yield* inference.admit(caller, payload as ChatRequest)
+    const headers = rateLimitHeaders(admitted.rateLimit)
+    // The typed answer is its own wire form: ChatCompletion has no transformations (checked by
+    // test/unit/wireSchemas.test.ts), so encoding it through the schema, as HttpApi would, only
+    // validated again what the adapter built typed (about 4% of a call's allocations).
+    if (payload.stream !== true) return jsonReply(200, yield* inference.complete(admitted), headers)
+    const { chunks, dropped } = yield* inference.stream(admitted)
+    return { headers, chunks, dropped } satisfies Reply
+  }, Effect.catchTag("RateLimitExceeded", (e) => {
       const { error, headers } = refusal(e)
       return Effect.succeed(jsonReply(429, wireError(error).body, headers))
     }))
 
   /** The checks in HttpApi's order: body (before routing), key (middleware), payload, caller. */
-  const reply = (req: IncomingMessage) =>
-    Effect.gen(function*() {
-      const text = yield* checkedBody(req.method ?? "POST", req.headers, (max, tooLarge) =>
-        readNodeBody(req, max, tooLarge, (cause) => Effect.fail(notJson(cause))))
-      const principal = yield* keyAuth.authenticate(req.headers.authorization)
-      if (tracing && principal._tag !== "Admin") {
-        yield* annotateCurrentSpan({
-          "platform.id": principal.platformId,
-          ...(principal._tag === "EndUserKey" ? { "end_user.id": principal.endUserId } : {})
-        })
-      }
-      const payload = yield* payloadOf(text)
-      return yield* chat(yield* runtimeCaller(principal), payload)
-    })
+  const reply = Effect.fnUntraced(function*(req: IncomingMessage) {
+    const text = yield* checkedBody(req.method ?? "POST", req.headers, (max, tooLarge) =>
+      readNodeBody(req, max, tooLarge, (cause) => Effect.fail(notJson(cause))))
+    const principal = yield* keyAuth.authenticate(req.headers.authorization)
+    if (tracing && principal._tag !== "Admin") {
+      yield* annotateCurrentSpan({
+        "platform.id": principal.platformId,
+        ...(principal._tag === "EndUserKey" ? { "end_user.id": principal.endUserId } : {})
+      })
+    }
+    const payload = yield* payloadOf(text)
+    return yield* chat(yield* runtimeCaller(principal), payload)
+  })
 
   const serve = (req: IncomingMessage, res: ServerResponse): Effect.Effect<void> => {
     const answered = Effect.matchCauseEffect(reply(req), {
