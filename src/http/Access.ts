@@ -15,22 +15,21 @@ export const requireAdmin = Effect.gen(function*() {
  * Platform endpoints: a platform key of that very platform. Another tenant's platform id is
  * "not found" (no tenant enumeration); an end-user or operator key is forbidden.
  */
-export const requirePlatform = (platformId: string) =>
-  Effect.gen(function*() {
-    const principal = yield* CurrentPrincipal
-    if (principal._tag !== "PlatformKey") {
-      return yield* new Forbidden({
-        code: "forbidden",
-        message: principal._tag === "EndUserKey"
-          ? "End-user keys cannot call management endpoints; use a platform key"
-          : "The operator key cannot act for a platform; use a platform key"
-      })
-    }
-    if (principal.platformId !== platformId) {
-      return yield* new NotFound({ code: "not_found", message: "No such platform" })
-    }
-    return principal satisfies PlatformPrincipal
-  })
+export const requirePlatform = Effect.fnUntraced(function*(platformId: string) {
+  const principal = yield* CurrentPrincipal
+  if (principal._tag !== "PlatformKey") {
+    return yield* new Forbidden({
+      code: "forbidden",
+      message: principal._tag === "EndUserKey"
+        ? "End-user keys cannot call management endpoints; use a platform key"
+        : "The operator key cannot act for a platform; use a platform key"
+    })
+  }
+  if (principal.platformId !== platformId) {
+    return yield* new NotFound({ code: "not_found", message: "No such platform" })
+  }
+  return principal satisfies PlatformPrincipal
+})
 
 /** Self-service routes (/v1/me/*): end-user keys only. */
 export const requireEndUser = Effect.gen(function*() {

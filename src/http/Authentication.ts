@@ -34,19 +34,20 @@ export const AuthenticationLive = Layer.effect(
         )
     return {
       // The raw header is read again so a malformed one (not "Bearer <key>") is told apart.
-      bearer: () =>
-        Effect.gen(function*() {
-          const request = yield* HttpServerRequest.HttpServerRequest
-          const principal = yield* keyAuth.authenticate(request.headers.authorization)
-          if (principal._tag !== "Admin") {
-            yield* annotateCurrentSpan({
-              "platform.id": principal.platformId,
-              ...(principal._tag === "EndUserKey" ? { "end_user.id": principal.endUserId } : {})
-            })
-          }
-          yield* consistent(principal, request.method, request.url)
-          return principal
-        })
+      // One generator for every request (a generator function made per call would keep each
+      // request's closure alive until a full collection: docs/performance.md step 57).
+      bearer: Effect.fnUntraced(function*() {
+        const request = yield* HttpServerRequest.HttpServerRequest
+        const principal = yield* keyAuth.authenticate(request.headers.authorization)
+        if (principal._tag !== "Admin") {
+          yield* annotateCurrentSpan({
+            "platform.id": principal.platformId,
+            ...(principal._tag === "EndUserKey" ? { "end_user.id": principal.endUserId } : {})
+          })
+        }
+        yield* consistent(principal, request.method, request.url)
+        return principal
+      })
     }
   })
 )
