@@ -3,7 +3,7 @@
 import { Effect, Either, Schema } from "effect"
 import type { ChatCompletion, ChatMessage, ChatRequest, ToolCall, Usage } from "../../schemas/Chat.js"
 import { joinUrl, jsonDecoder, mergeHeaders } from "./Http.js"
-import { chunk, completionId, emit, finished, messageText, nowSeconds, type SseEvent, type Step, type StreamMeta, usageChunk, usageOf } from "./Sse.js"
+import { assistantChoice, chunk, completionId, emit, finished, messageText, nowSeconds, type SseEvent, type Step, type StreamMeta, usageChunk, usageOf } from "./Sse.js"
 import { httpAdapter } from "./HttpAdapter.js"
 import { type UpstreamAdapter, type UpstreamCall, UpstreamError } from "./Upstream.js"
 
@@ -216,15 +216,7 @@ const toCompletion = Effect.fnUntraced(function*(wire: typeof MessageWire.Type, 
     object: "chat.completion",
     created: yield* nowSeconds,
     model: wire.model ?? call.providerModelId,
-    choices: [{
-      index: 0,
-      message: {
-        role: "assistant",
-        content: text === "" && toolCalls.length > 0 ? null : text,
-        ...(toolCalls.length > 0 ? { tool_calls: toolCalls } : {})
-      },
-      finish_reason: finishReason(wire.stop_reason)
-    }],
+    choices: [assistantChoice(text, toolCalls, finishReason(wire.stop_reason))],
     usage
   }
   return completion

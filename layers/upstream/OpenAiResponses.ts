@@ -4,7 +4,7 @@
 import { Effect, Either, Schema } from "effect"
 import type { ChatChunk, ChatCompletion, ChatMessage, ChatRequest, ToolCall } from "../../schemas/Chat.js"
 import { joinUrl, jsonDecoder, mergeHeaders, protocolError } from "./Http.js"
-import { chunk, completionId, emit, finished, messageText, nowSeconds, type SseEvent, type Step, type StreamMeta, usageChunk, usageOf } from "./Sse.js"
+import { assistantChoice, chunk, completionId, emit, finished, messageText, nowSeconds, type SseEvent, type Step, type StreamMeta, usageChunk, usageOf } from "./Sse.js"
 import { httpAdapter } from "./HttpAdapter.js"
 import { type UpstreamAdapter, type UpstreamCall, UpstreamError } from "./Upstream.js"
 
@@ -172,15 +172,7 @@ const toCompletion = Effect.fnUntraced(function*(wire: ResponseWire, call: Upstr
     object: "chat.completion",
     created: wire.created_at === undefined ? yield* nowSeconds : Math.floor(wire.created_at),
     model: wire.model ?? call.providerModelId,
-    choices: [{
-      index: 0,
-      message: {
-        role: "assistant",
-        content: text === "" && toolCalls.length > 0 ? null : text,
-        ...(toolCalls.length > 0 ? { tool_calls: toolCalls } : {})
-      },
-      finish_reason: finishReason(wire, toolCalls.length > 0)
-    }],
+    choices: [assistantChoice(text, toolCalls, finishReason(wire, toolCalls.length > 0))],
     usage: usageOf(wire.usage.input_tokens, wire.usage.output_tokens)
   }
   return completion

@@ -1,7 +1,7 @@
 // Server-sent events read from an upstream body (the parser all three HTTP adapters share), plus the
 // helpers that turn provider events into OpenAI chat chunks, detect a truncated stream, and read message text.
 import { Channel, Chunk, Clock, Effect, Either, Option, Stream } from "effect"
-import type { ChatChunk, ChatMessage, Usage } from "../../schemas/Chat.js"
+import type { ChatChunk, ChatCompletion, ChatMessage, ToolCall, Usage } from "../../schemas/Chat.js"
 import { objectId } from "../../src/lib/Ids.js"
 import type { ByteSource } from "./Http.js"
 import { type UpstreamCall, UpstreamError } from "./Upstream.js"
@@ -205,6 +205,21 @@ export const usageOf = (prompt: number, completion: number): Usage => ({
 
 /** A completion id for upstreams that give none. */
 export const completionId = (): string => objectId("chatcmpl-")
+
+/** A translated completion's one choice: its text (null when only tool calls came back) and tool calls. */
+export const assistantChoice = (
+  text: string,
+  toolCalls: ReadonlyArray<ToolCall>,
+  finishReason: string
+): ChatCompletion["choices"][number] => ({
+  index: 0,
+  message: {
+    role: "assistant",
+    content: text === "" && toolCalls.length > 0 ? null : text,
+    ...(toolCalls.length > 0 ? { tool_calls: toolCalls } : {})
+  },
+  finish_reason: finishReason
+})
 
 export const nowSeconds: Effect.Effect<number> = Effect.map(Clock.currentTimeMillis, (ms) => Math.floor(ms / 1000))
 
