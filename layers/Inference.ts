@@ -209,18 +209,12 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
       return Either.void
     }
 
-    /**
-     * What admission reads, with this instance's queued settlements applied: the snapshot tells
-     * which of them it already saw, so each cost counts exactly once; costs queued since then
-     * come from Settlements' running totals. Cached for a moment (AdmissionCache). The display
-     * ledger's charge is decided at write time, so with a display wallet the snapshot is read
-     * fresh, after the user's queued calls are written.
-     */
     // Every generator of a call is defined once, here (Effect.fnUntraced), never inside a
     // per-call function (`(x) => Effect.gen(function*() {...})`): V8 gives each new generator
     // function a map of its own when it first runs, maps live in the old generation, and the
     // map keeps the function and all it closes over (the request) alive through every scavenge
     // until the next full collection (docs/performance.md step 57).
+    /** One read of the admission snapshot, with this instance's queued settlements it does not include yet. */
     const readEntry = Effect.fnUntraced(function*(platformId: string, endUserId: string | null, model: string) {
       const loadedAt = Date.now()
       const totals = settlements.submitted(platformId, endUserId)
@@ -239,6 +233,13 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
       yield* settlements.awaitPlatform(platformId, endUserId)
       return { entry: yield* readEntry(platformId, endUserId, model), cacheable: false }
     })
+    /**
+     * What admission reads, with this instance's queued settlements applied: the snapshot tells
+     * which of them it already saw, so each cost counts exactly once; costs queued since then
+     * come from Settlements' running totals. Cached for a moment (AdmissionCache). The display
+     * ledger's charge is decided at write time, so with a display wallet the snapshot is read
+     * fresh, after the user's queued calls are written.
+     */
     const readSnapshot = Effect.fnUntraced(function*(caller: Caller, model: string) {
       const platformId = caller.platformId
       const endUserId = caller._tag === "EndUserKey" ? caller.endUserId : null
@@ -483,8 +484,8 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
           })
       ).pipe(Effect.onInterrupt(() => inFlight === undefined ? Effect.void : settleStream(inFlight)))
       const body = chunks.pipe(
+        // The drop was noted (and settled) by `ended`, which runs before this handler.
         Stream.catchAll((error) => {
-          state.dropped = true
           const stop: ChatChunk = {
             id: admitted.requestId,
             object: "chat.completion.chunk",

@@ -134,7 +134,7 @@ export const sseChunks = (
         }
       }
     }
-    /** The stream's end once it is due: its failure, else undefined (the terminator); none before. */
+    /** The stream's end once it is due (its failure, or undefined after the terminator); none before. */
     const ending = (): Effect.Effect<undefined, UpstreamError> | undefined =>
       failure !== undefined ? Effect.fail(failure) : done ? Effect.succeed(undefined) : undefined
     /** The next batch of chunks (perhaps empty), or undefined at the end. */

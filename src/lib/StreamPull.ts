@@ -7,7 +7,7 @@ import { Channel, Chunk, Effect, Either, Exit, Scope, Stream } from "effect"
 /**
  * Hands each non-empty batch of `stream` to `write`, which answers undefined to go on at once or
  * an effect to wait for first (a socket's drain). Once the stream has ended, its finalizers have
- * run (a `Stream.ensuring` settlement among them).
+ * run (the call's settlement among them).
  *
  * The channel is pulled in a scope of its own, closed only when the pull fails or is interrupted.
  * Closing it after a normal end did nothing but cost about a tenth of a stream's CPU: the pulled
