@@ -30,6 +30,13 @@ const CONNECTIONS = (process.env.BENCH_CONNECTIONS ?? "1,16,64,256").split(",").
 const WRITE_DOC = process.env.BENCH_WRITE_DOC !== "0"
 /** End users of the bench platform; the gateway's calls rotate over their keys (a platform's traffic comes from many). */
 const END_USERS = Math.max(1, Math.floor(envNumber("BENCH_END_USERS", 1)))
+/**
+ * The throughput targets' steps (16 and 64 connections): the reference proxy and the gateway
+ * take turns in this many slices each (proxy, gateway, gateway, proxy, ...; the step's length
+ * split among them), so that both see the machine of the same minutes. 1: one step each.
+ */
+const PAIRED_SLICES = Math.max(1, Math.floor(envNumber("BENCH_PAIRED_SLICES", 4)))
+const PAIRED_CONNECTIONS = [16, 64]
 /** Extra node flags for the gateway only, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof". */
 const GATEWAY_NODE_ARGS = (process.env.BENCH_GATEWAY_NODE_ARGS ?? "").split(" ").filter((a) => a !== "")
 /** The gateway bundle to run (another build's, to compare two builds in turns). */
@@ -312,14 +319,18 @@ interface LoadResult {
   /** The target's own process (the gateway, the reference proxy), when it is sampled. */
   readonly peakRssMb: number | null
   readonly cpuPct: number | null
+  /** Seconds of load (autocannon's duration, which RPS divides by) and of wall clock (CPU's). */
+  readonly seconds: number
+  readonly wallSeconds: number
+  /** Measured in alternating slices with the other target of its pair: each slice's RPS. */
+  readonly sliceRps?: ReadonlyArray<number>
 }
 
 /** CPU time of the target's process per successful call, in microseconds (machine-speed independent, unlike RPS). */
 const cpuPerCallUs = (l: LoadResult) => l.cpuPct === null || l.rps <= 0 ? null : (l.cpuPct / 100) * 1e6 / l.rps
 
-const load = (target: Target, mode: Mode, connections: number, seconds: number, sampled: Sampler | null) =>
+const load = (target: Target, mode: Mode, connections: number, seconds: number, sampled: Sampler | null, latencies = new Samples()) =>
   new Promise<LoadResult>((resolve, reject) => {
-    const latencies = new Samples()
     const statuses: Record<string, number> = {}
     let firstFailure: string | null = null
     let incomplete = 0
@@ -352,11 +363,12 @@ const load = (target: Target, mode: Mode, connections: number, seconds: number, 
         const cpuAfter = sampled === null ? null : cpuSeconds(sampled.pid)
         sampled?.sample()
         const sorted = latencies.sorted()
+        const loaded = result.duration > 0 ? result.duration : wall
         resolve({
           mode,
           connections,
           target: target.name,
-          rps: result["2xx"] / (result.duration > 0 ? result.duration : wall),
+          rps: result["2xx"] / loaded,
           p50: percentile(sorted, 50),
           p99: percentile(sorted, 99),
           ok: result["2xx"],
@@ -367,7 +379,9 @@ const load = (target: Target, mode: Mode, connections: number, seconds: number, 
           statuses,
           firstFailure,
           peakRssMb: sampled === null ? null : sampled.windowPeakKb / 1024,
-          cpuPct: cpuBefore === null || cpuAfter === null ? null : (100 * (cpuAfter - cpuBefore)) / wall
+          cpuPct: cpuBefore === null || cpuAfter === null ? null : (100 * (cpuAfter - cpuBefore)) / wall,
+          seconds: loaded,
+          wallSeconds: wall
         })
       }
     )
@@ -376,6 +390,72 @@ const load = (target: Target, mode: Mode, connections: number, seconds: number, 
       if (status >= 200 && status < 300) latencies.push(ms)
     })
   })
+
+/** Several slices' results of one target as one step: calls and seconds summed, latencies pooled. */
+const mergeSlices = (slices: ReadonlyArray<LoadResult>): LoadResult => {
+  const last = slices[slices.length - 1]!
+  const sum = (f: (l: LoadResult) => number) => slices.reduce((n, l) => n + f(l), 0)
+  const statuses: Record<string, number> = {}
+  for (const l of slices) for (const [status, n] of Object.entries(l.statuses)) statuses[status] = (statuses[status] ?? 0) + n
+  const wall = sum((l) => l.wallSeconds)
+  const sampled = slices.every((l) => l.cpuPct !== null)
+  return {
+    ...last, // p50 and p99: the last slice's are over the pooled latencies of all of them
+    rps: sum((l) => l.ok) / sum((l) => l.seconds),
+    ok: sum((l) => l.ok),
+    non2xx: sum((l) => l.non2xx),
+    errors: sum((l) => l.errors),
+    timeouts: sum((l) => l.timeouts),
+    incomplete: sum((l) => l.incomplete),
+    statuses,
+    firstFailure: slices.find((l) => l.firstFailure !== null)?.firstFailure ?? null,
+    peakRssMb: sampled ? Math.max(...slices.map((l) => l.peakRssMb ?? 0)) : null,
+    cpuPct: sampled ? (100 * sum((l) => (l.cpuPct! / 100) * l.wallSeconds)) / wall : null,
+    seconds: sum((l) => l.seconds),
+    wallSeconds: wall,
+    sliceRps: slices.map((l) => l.rps)
+  }
+}
+
+/**
+ * The reference proxy and the gateway in alternating slices (ABBA order, so a machine that
+ * speeds up or slows down during the step favours neither). After each gateway slice the bench
+ * waits for its settlements to be written, so that the gateway's writer and Postgres do not run
+ * into the proxy's slice.
+ */
+const pairedLoad = async (
+  proxy: { readonly target: Target; readonly sampler: Sampler },
+  gateway: { readonly target: Target; readonly sampler: Sampler },
+  mode: Mode,
+  connections: number,
+  seconds: number,
+  settled: () => Promise<void>
+): Promise<readonly [LoadResult, LoadResult]> => {
+  const turns = { proxy: { ...proxy, latencies: new Samples(), results: [] as Array<LoadResult> }, gateway: { ...gateway, latencies: new Samples(), results: [] as Array<LoadResult> } }
+  const slice = seconds / PAIRED_SLICES
+  for (let i = 0; i < PAIRED_SLICES; i++) {
+    const order = i % 2 === 0 ? (["proxy", "gateway"] as const) : (["gateway", "proxy"] as const)
+    for (const name of order) {
+      const turn = turns[name]
+      turn.results.push(await load(turn.target, mode, connections, slice, turn.sampler, turn.latencies))
+      if (name === "gateway") await settled()
+    }
+  }
+  return [mergeSlices(turns.proxy.results), mergeSlices(turns.gateway.results)]
+}
+
+/** Waits until the gateway's settlement writes stop (the log count unchanged over 100 ms), at most 10 s. */
+const settlementsWritten = (client: pg.Client) => async () => {
+  const started = performance.now()
+  let last = -1
+  let stable = 0
+  while (stable < 2 && performance.now() - started < 10_000) {
+    const n = Number((await client.query("SELECT count(*) AS n FROM inference_logs")).rows[0].n)
+    stable = n === last ? stable + 1 : 0
+    last = n
+    await new Promise((r) => setTimeout(r, 50))
+  }
+}
 
 interface TtfbResult {
   readonly target: TargetName
@@ -669,7 +749,7 @@ const render = (report: Report) => {
   const { machine, loads, ttfbs, audit, rss } = report
   const out: Array<string> = []
   out.push(`Run of ${machine.date}: ${machine.cpus} CPUs (${machine.cpuModel}), ${machine.memGb.toFixed(1)} GB RAM, Node ${machine.node}, ` +
-    `${machine.postgres} (${machine.database}); ${DURATION} s per load step, ${WARMUP} s warm-up per target and mode, ` +
+    `${machine.postgres} (${machine.database}); ${DURATION} s per load step${PAIRED_SLICES > 1 ? ` (${2 * DURATION} s in ${PAIRED_SLICES} slices for the proxy and the gateway at ${PAIRED_CONNECTIONS.join(" and ")} connections)` : ""}, ${WARMUP} s warm-up per target and mode, ` +
     `${TTFB_REQUESTS} sequential requests for TTFB. Driver, mock upstream, proxies, gateway and Postgres all share this machine.`)
   out.push("")
 
@@ -750,6 +830,20 @@ const render = (report: Report) => {
     }))
   if (perCallPairs.length > 0) {
     out.push(`CPU per call, gateway against the reference proxy: ${perCallPairs.join("; ")}. The 40% target asks for at most 2.5x.`)
+    out.push("")
+  }
+  const slicedShares = MODES.flatMap((mode) =>
+    PAIRED_CONNECTIONS.flatMap((c) => {
+      const gw = findLoad(loads, mode, c, "gateway")?.sliceRps
+      const proxy = findLoad(loads, mode, c, "proxy")?.sliceRps
+      if (gw === undefined || proxy === undefined) return []
+      return [`${mode} ${c} conns ${gw.map((g, i) => percent(g / (proxy[i] ?? Number.NaN))).join(", ")}`]
+    }))
+  if (slicedShares.length > 0) {
+    out.push(`At ${PAIRED_CONNECTIONS.join(" and ")} connections the reference proxy and the gateway took turns in ${PAIRED_SLICES} slices ` +
+      `of ${(2 * DURATION / PAIRED_SLICES).toFixed(1)} s each (proxy, gateway, gateway, proxy, ...; the gateway's settlements written ` +
+      `before the next slice), and their rows above sum the slices. The gateway's share of the proxy's RPS slice by slice: ` +
+      `${slicedShares.join("; ")}.`)
     out.push("")
   }
   out.push(`Stream time to first body byte, 1 connection, ${TTFB_REQUESTS} sequential requests per target (round-robin across targets):`)
@@ -916,16 +1010,39 @@ const main = async () => {
 
   const loads: Array<LoadResult> = []
   let stream256Mb: number | null = null
+  const logLoad = (result: LoadResult) =>
+    log(`${result.mode} c=${result.connections} ${result.target}: ${result.rps.toFixed(0)} rps, p50 ${ms(result.p50)} ms, p99 ${ms(result.p99)} ms, ` +
+      `non-2xx ${result.non2xx}, errors ${result.errors + result.timeouts}, incomplete ${result.incomplete}` +
+      (result.cpuPct === null ? "" : `, cpu ${result.cpuPct.toFixed(0)}% (${cpuPerCallUs(result)?.toFixed(0)} us/call), rss ${mb(result.peakRssMb)} MB`) +
+      (result.sliceRps === undefined ? "" : `; slices ${result.sliceRps.map((r) => r.toFixed(0)).join(" ")} rps`) +
+      (result.firstFailure === null ? "" : `; first non-2xx: ${result.firstFailure}`))
+  const paired = PAIRED_SLICES > 1 && TARGETS.includes("proxy") && TARGETS.includes("gateway")
+  const countClient = new pg.Client({ connectionString: dbUrl })
+  await countClient.connect()
+  cleanups.push(() => countClient.end())
   for (const mode of MODES) {
     for (const connections of CONNECTIONS) {
       for (const name of TARGETS) {
+        if (paired && PAIRED_CONNECTIONS.includes(connections) && (name === "proxy" || name === "gateway")) {
+          if (name === "gateway") continue // measured with the proxy
+          const pair = await pairedLoad(
+            { target: targets.proxy, sampler: proxySampler },
+            { target: targets.gateway, sampler },
+            mode,
+            connections,
+            2 * DURATION,
+            settlementsWritten(countClient)
+          )
+          for (const result of pair) {
+            loads.push(result)
+            logLoad(result)
+          }
+          continue
+        }
         const result = await load(targets[name], mode, connections, DURATION, name === "gateway" ? sampler : name === "proxy" ? proxySampler : null)
         loads.push(result)
         if (name === "gateway" && mode === "stream" && connections === 256) stream256Mb = result.peakRssMb
-        log(`${mode} c=${connections} ${name}: ${result.rps.toFixed(0)} rps, p50 ${ms(result.p50)} ms, p99 ${ms(result.p99)} ms, ` +
-          `non-2xx ${result.non2xx}, errors ${result.errors + result.timeouts}, incomplete ${result.incomplete}` +
-          (result.cpuPct === null ? "" : `, cpu ${result.cpuPct.toFixed(0)}% (${cpuPerCallUs(result)?.toFixed(0)} us/call), rss ${mb(result.peakRssMb)} MB`) +
-          (result.firstFailure === null ? "" : `; first non-2xx: ${result.firstFailure}`))
+        logLoad(result)
       }
     }
   }
