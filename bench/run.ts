@@ -39,6 +39,8 @@ const PAIRED_SLICES = Math.max(1, Math.floor(envNumber("BENCH_PAIRED_SLICES", 4)
 const PAIRED_CONNECTIONS = [16, 64]
 /** Extra node flags for the gateway only, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof". */
 const GATEWAY_NODE_ARGS = (process.env.BENCH_GATEWAY_NODE_ARGS ?? "").split(" ").filter((a) => a !== "")
+/** The same for the reference proxy (to profile both in one run). */
+const PROXY_NODE_ARGS = (process.env.BENCH_PROXY_NODE_ARGS ?? "").split(" ").filter((a) => a !== "")
 /** The gateway bundle to run (another build's, to compare two builds in turns). */
 const GATEWAY_ENTRY = process.env.BENCH_GATEWAY_ENTRY || "dist/main.js"
 const ROOT = fileURLToPath(new URL("..", import.meta.url))
@@ -945,7 +947,7 @@ const main = async () => {
   const upstream = spawnNode("upstream", "bench/mockUpstream.ts", { PORT: "0" })
   cleanups.push(() => stopChild(upstream, 3000))
   const upstreamUrl = (await waitForLine(upstream, /listening (http:\/\/\S+)/, 30_000))[1]!
-  const proxy = spawnNode("proxy", "bench/referenceProxy.ts", { PORT: "0", UPSTREAM_URL: upstreamUrl })
+  const proxy = spawnNode("proxy", "bench/referenceProxy.ts", { PORT: "0", UPSTREAM_URL: upstreamUrl }, PROXY_NODE_ARGS)
   cleanups.push(() => stopChild(proxy, 3000))
   const proxyUrl = (await waitForLine(proxy, /listening (http:\/\/\S+)/, 30_000))[1]!
   const httpProxy = spawnNode("http-proxy", "bench/httpProxy.ts", { PORT: "0", UPSTREAM_URL: upstreamUrl })
