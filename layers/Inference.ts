@@ -17,7 +17,7 @@ import {
 } from "../schemas/Errors.js"
 import { objectId } from "../src/lib/Ids.js"
 import { dec } from "../src/lib/Money.js"
-import { annotateCurrentSpan, callSpans, currentSpan, currentTraceparent, tracingEnabled } from "../src/lib/CurrentSpan.js"
+import { annotateCurrentSpan, callSpans, currentSpan, tracingEnabled, withTraceparent } from "../src/lib/CurrentSpan.js"
 import { currentPeriodStart, nextPeriodStart } from "../src/lib/Periods.js"
 import { AdmissionCache } from "./AdmissionCache.js"
 import { type AdmissionSnapshot, loadAdmissionSnapshot } from "./AdmissionSnapshot.js"
@@ -395,7 +395,7 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
 
     /** One upstream attempt's call; W3C traceparent names the attempt's span as the parent. */
     const callFor = (admitted: Admitted, candidate: Candidate) =>
-      Effect.map(currentTraceparent, (traceparent) => ({
+      withTraceparent((traceparent) => ({
         baseUrl: candidate.baseUrl,
         apiKey: candidate.apiKey,
         providerModelId: candidate.providerModelId,

@@ -1,6 +1,6 @@
 // Server-sent events read from an upstream body (the parser all three HTTP adapters share), plus the
 // helpers that turn provider events into OpenAI chat chunks, detect a truncated stream, and read message text.
-import { Channel, Chunk, Clock, Effect, Either, Option, Stream } from "effect"
+import { Channel, Chunk, Effect, Either, Option, Stream } from "effect"
 import type { ChatChunk, ChatCompletion, ChatMessage, ToolCall, Usage } from "../../schemas/Chat.js"
 import { objectId } from "../../src/lib/Ids.js"
 import type { ByteSource } from "./Http.js"
@@ -221,10 +221,11 @@ export const assistantChoice = (
   finish_reason: finishReason
 })
 
-export const nowSeconds: Effect.Effect<number> = Effect.map(Clock.currentTimeMillis, (ms) => Math.floor(ms / 1000))
+// Read from the fiber's Clock (a test's TestClock too) in two runtime operations, not six (two maps).
+export const nowSeconds: Effect.Effect<number> = Effect.clockWith((clock) => Effect.sync(() => Math.floor(clock.unsafeCurrentTimeMillis() / 1000)))
 
 export const initialMeta = (model: string): Effect.Effect<StreamMeta> =>
-  Effect.map(nowSeconds, (created) => ({ id: completionId(), model, created }))
+  Effect.clockWith((clock) => Effect.sync(() => ({ id: completionId(), model, created: Math.floor(clock.unsafeCurrentTimeMillis() / 1000) })))
 
 /** The text of a chat message's content: a string, or its text parts joined. */
 export const messageText = (content: ChatMessage["content"]): string =>

@@ -79,9 +79,17 @@ const send = (res: ServerResponse, reply: Reply): Effect.Effect<void> => {
     return pullEach(reply.chunks, (batch) => res.write(sseText(batch, chatEvent)) ? undefined : drained(res))
   }).pipe(
     Effect.zipRight(Effect.sync(() => res.end(reply.dropped() ? undefined : "data: [DONE]\n\n"))),
-    Effect.catchAllCause((cause) => Cause.isInterruptedOnly(cause) ? Effect.failCause(cause) : Effect.logError("chat stream failed", cause)),
-    Effect.ensuring(Effect.sync(() => res.writableEnded || res.end()))
+    Effect.catchAllCause((cause) => Cause.isInterruptedOnly(cause) ? Effect.failCause(cause) : Effect.logError("chat stream failed", cause))
   )
+}
+
+/**
+ * An answer whose head went out ends when its fiber does, however that ended (interrupted by a
+ * shutdown's deadline, say): run as the fiber's observer, not as an `Effect.ensuring`, which
+ * costs an uninterruptible region and a match per stream (docs/performance.md step 59).
+ */
+const endStarted = (res: ServerResponse) => () => {
+  if (res.headersSent && !res.writableEnded) res.end()
 }
 
 const drained = (res: ServerResponse) =>
@@ -208,6 +216,7 @@ export const makeChatRoute = Effect.gen(function*() {
   return (req: IncomingMessage, res: ServerResponse): boolean => {
     if (req.method !== "POST" || req.url === undefined || routes.find("POST", req.url) === undefined) return false
     const fiber = runFork(serve(req, res))
+    fiber.addObserver(endStarted(res))
     // As the platform: a client that leaves interrupts its request (a stream settles what it sent).
     res.on("close", () => {
       if (!res.writableEnded) fiber.unsafeInterruptAsFork(HttpServerError.clientAbortFiberId)

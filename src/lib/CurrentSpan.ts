@@ -32,10 +32,14 @@ const recorded = (span: Option.Option<Tracer.AnySpan>): Option.Option<Tracer.Spa
  */
 export const currentSpan: Effect.Effect<Option.Option<Tracer.Span>> = parentSpan(recorded)
 
+const traceparentIn = Option.match({ onNone: () => null, onSome: traceparentOf })
+
 /** The current span's traceparent; null outside any trace. */
-export const currentTraceparent: Effect.Effect<string | null> = parentSpan(
-  Option.match({ onNone: () => null, onSome: traceparentOf })
-)
+export const currentTraceparent: Effect.Effect<string | null> = parentSpan(traceparentIn)
+
+/** `f` of the current span's traceparent, in one runtime operation (no map after the read). */
+export const withTraceparent = <A>(f: (traceparent: string | null) => A): Effect.Effect<A> =>
+  parentSpan((span) => f(traceparentIn(span)))
 
 /** Adds attributes to the current span; nothing when there is none or it is a no-op. */
 export const annotateCurrentSpan = (attributes: Record<string, unknown>): Effect.Effect<void> =>
