@@ -446,17 +446,26 @@ const pairedLoad = async (
   return [mergeSlices(turns.proxy.results), mergeSlices(turns.gateway.results)]
 }
 
-/** Waits until the gateway's settlement writes stop (the log count unchanged over 100 ms), at most 10 s. */
-const settlementsWritten = (client: pg.Client) => async () => {
+/**
+ * Waits until the gateway's settlement writes stop: the log count read `stableReads` times more
+ * unchanged, `intervalMs` apart, for at most `maxMs`. Returns the milliseconds waited.
+ */
+const logCountStill = async (client: pg.Client, stableReads: number, intervalMs: number, maxMs: number) => {
   const started = performance.now()
   let last = -1
   let stable = 0
-  while (stable < 2 && performance.now() - started < 10_000) {
+  while (stable < stableReads && performance.now() - started < maxMs) {
     const n = Number((await client.query("SELECT count(*) AS n FROM inference_logs")).rows[0].n)
     stable = n === last ? stable + 1 : 0
     last = n
-    await new Promise((r) => setTimeout(r, 50))
+    await new Promise((r) => setTimeout(r, intervalMs))
   }
+  return performance.now() - started
+}
+
+/** Between slices: the log count unchanged over 100 ms, at most 10 s. */
+const settlementsWritten = (client: pg.Client) => async () => {
+  await logCountStill(client, 2, 50, 10_000)
 }
 
 interface TtfbResult {
@@ -622,16 +631,7 @@ const auditLedger = async (dbUrl: string, platformId: string, upstreamUrl: strin
   await client.connect()
   try {
     // Streams settle after their last byte: wait until the log count stops moving.
-    const waitStart = performance.now()
-    let last = -1
-    let stable = 0
-    while (stable < 3 && performance.now() - waitStart < 60_000) {
-      const n = Number((await client.query("SELECT count(*) AS n FROM inference_logs")).rows[0].n)
-      stable = n === last ? stable + 1 : 0
-      last = n
-      await new Promise((r) => setTimeout(r, 500))
-    }
-    const settleWaitMs = performance.now() - waitStart
+    const settleWaitMs = await logCountStill(client, 3, 500, 60_000)
     const rows = (await client.query(`
       WITH l AS (SELECT metadata->>'request_id' AS rid, count(*)::int AS n, max(status) AS status
                  FROM inference_logs WHERE platform_id = $1 GROUP BY 1),
