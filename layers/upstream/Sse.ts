@@ -221,7 +221,8 @@ export const assistantChoice = (
   finish_reason: finishReason
 })
 
-// Read from the fiber's Clock (a test's TestClock too) in two runtime operations, not six (two maps).
+// Both read the fiber's Clock (a test's TestClock too) in two runtime operations: as maps over
+// Clock.currentTimeMillis they took four and six.
 export const nowSeconds: Effect.Effect<number> = Effect.clockWith((clock) => Effect.sync(() => Math.floor(clock.unsafeCurrentTimeMillis() / 1000)))
 
 export const initialMeta = (model: string): Effect.Effect<StreamMeta> =>
