@@ -1,6 +1,6 @@
 // Server-sent events read from an upstream body (the parser all three HTTP adapters share), plus the
 // helpers that turn provider events into OpenAI chat chunks, detect a truncated stream, and read message text.
-import { Channel, Chunk, Effect, Either, Option, Stream } from "effect"
+import { Channel, Chunk, type Clock, Effect, Either, Option, Stream } from "effect"
 import type { ChatChunk, ChatCompletion, ChatMessage, ToolCall, Usage } from "../../schemas/Chat.js"
 import { objectId } from "../../src/lib/Ids.js"
 import type { ByteSource } from "./Http.js"
@@ -221,12 +221,14 @@ export const assistantChoice = (
   finish_reason: finishReason
 })
 
+const secondsOf = (clock: Clock.Clock) => Math.floor(clock.unsafeCurrentTimeMillis() / 1000)
+
 // Both read the fiber's Clock (a test's TestClock too) in two runtime operations: as maps over
 // Clock.currentTimeMillis they took four and six.
-export const nowSeconds: Effect.Effect<number> = Effect.clockWith((clock) => Effect.sync(() => Math.floor(clock.unsafeCurrentTimeMillis() / 1000)))
+export const nowSeconds: Effect.Effect<number> = Effect.clockWith((clock) => Effect.sync(() => secondsOf(clock)))
 
 export const initialMeta = (model: string): Effect.Effect<StreamMeta> =>
-  Effect.clockWith((clock) => Effect.sync(() => ({ id: completionId(), model, created: Math.floor(clock.unsafeCurrentTimeMillis() / 1000) })))
+  Effect.clockWith((clock) => Effect.sync(() => ({ id: completionId(), model, created: secondsOf(clock) })))
 
 /** The text of a chat message's content: a string, or its text parts joined. */
 export const messageText = (content: ChatMessage["content"]): string =>
