@@ -420,6 +420,15 @@ describe("SSE parser", () => {
     expect(parser.end()).toEqual([{ event: undefined, data: "€\nno-space" }])
   })
 
+  it("ignores one leading byte order mark, even split across reads, and keeps a later one", () => {
+    const bytes = new TextEncoder().encode("\uFEFFdata: a\n\ndata: \uFEFFb\n\n")
+    for (const cut of [0, 1, 2, 3, 4]) {
+      const parser = new SseParser()
+      const events = [...parser.push(bytes.slice(0, cut)), ...parser.push(bytes.slice(cut)), ...parser.end()]
+      expect(events).toEqual([{ event: undefined, data: "a" }, { event: undefined, data: "\uFEFFb" }])
+    }
+  })
+
   it("gives the same events however the bytes are split (line ends, comments, multi-byte characters)", () => {
     const pieces = ["\r", "\n", "\r\n", ":", " ", "data", "event", "x", "€", "data: ", "event: e", ": c"]
     const events = (parts: ReadonlyArray<Uint8Array>) => {
