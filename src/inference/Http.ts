@@ -8,6 +8,7 @@ import { ModelCatalog } from "../../layers/ModelCatalog.js"
 import { RateLimitSettings } from "../../layers/RateLimitSettings.js"
 import type { RateLimitExceeded } from "../../layers/RateLimiter.js"
 import { Responses } from "../../layers/Responses.js"
+import type { ResponsesRequest } from "../../schemas/Responses.js"
 import { requireEndUser } from "../http/Access.js"
 import { GatewayApi } from "../http/Api.js"
 import { rateLimitHeaders, refusal, runtimeCaller, sseEncode, sseHeaders } from "./Answers.js"
@@ -31,42 +32,43 @@ export const InferenceLive = HttpApiBuilder.group(GatewayApi, "inference", (hand
     const responses = yield* Responses
     const limits = yield* RateLimitSettings
     const display = yield* DisplayLedger
+    // The runtime handlers' generators are made once, here (docs/decisions.md "Hot path choices").
+    const listModels = Effect.fnUntraced(function*() {
+      const principal = yield* runtimePrincipal
+      const models = yield* catalog.visibleModels(principal.platformId)
+      return {
+        object: "list" as const,
+        data: models.map((m) => ({
+          id: m.slug,
+          object: "model" as const,
+          created: Math.floor(m.created_at.getTime() / 1000),
+          owned_by: m.owned_by
+        }))
+      }
+    })
+    const createResponse = Effect.fnUntraced(function*(payload: ResponsesRequest) {
+      const caller = yield* runtimePrincipal
+      if (payload.stream !== true) {
+        const { admitted, response } = yield* responses.create(caller, payload).pipe(
+          Effect.catchTag("RateLimitExceeded", rateLimited)
+        )
+        yield* withHeaders(rateLimitHeaders(admitted.rateLimit))
+        return response
+      }
+      const { admitted, events } = yield* responses.stream(caller, payload).pipe(
+        Effect.catchTag("RateLimitExceeded", rateLimited)
+      )
+      yield* withHeaders(rateLimitHeaders(admitted.rateLimit))
+      const sse = events.pipe(sseEncode((e) => `event: ${e.type}\ndata: ${JSON.stringify(e)}\n\n`))
+      return HttpServerResponse.stream(sse, { contentType: "text/event-stream", headers: sseHeaders })
+    })
     return handlers
       .handle("getMyBudget", () => Effect.flatMap(requireEndUser, (me) => display.mine(me.platformId, me.endUserId)))
       .handle("getMyRateLimits", () =>
         Effect.flatMap(requireEndUser, (me) => limits.effective(me.platformId, me.endUserId)))
-      .handle("listModels", () =>
-        Effect.gen(function*() {
-          const principal = yield* runtimePrincipal
-          const models = yield* catalog.visibleModels(principal.platformId)
-          return {
-            object: "list" as const,
-            data: models.map((m) => ({
-              id: m.slug,
-              object: "model" as const,
-              created: Math.floor(m.created_at.getTime() / 1000),
-              owned_by: m.owned_by
-            }))
-          }
-        }))
+      .handle("listModels", () => listModels())
       // Served by the chat route in front of HttpApi (src/inference/ChatRoute.ts), which takes
       // every request the router would give this endpoint; declared here for the OpenAPI document.
       .handle("createChatCompletion", () => Effect.dieMessage("POST /v1/chat/completions is served by the chat route"))
-      .handle("createResponse", ({ payload }) =>
-        Effect.gen(function*() {
-          const caller = yield* runtimePrincipal
-          if (payload.stream !== true) {
-            const { admitted, response } = yield* responses.create(caller, payload).pipe(
-              Effect.catchTag("RateLimitExceeded", rateLimited)
-            )
-            yield* withHeaders(rateLimitHeaders(admitted.rateLimit))
-            return response
-          }
-          const { admitted, events } = yield* responses.stream(caller, payload).pipe(
-            Effect.catchTag("RateLimitExceeded", rateLimited)
-          )
-          yield* withHeaders(rateLimitHeaders(admitted.rateLimit))
-          const sse = events.pipe(sseEncode((e) => `event: ${e.type}\ndata: ${JSON.stringify(e)}\n\n`))
-          return HttpServerResponse.stream(sse, { contentType: "text/event-stream", headers: sseHeaders })
-        }))
+      .handle("createResponse", ({ payload }) => createResponse(payload))
   }))
