@@ -458,6 +458,33 @@ describe("webhook delivery", () => {
     expect((await deliveries(t, endpoint.id)).data[0].attempt).toBe(4)
   })
 
+  it("a receiver down for the whole schedule: the delivery is recorded failed, and the missed event is backfilled from GET budget/transactions with since", async () => {
+    const t = await tenant()
+    const r = await receiver()
+    const endpoint = await register(t, r, ["budget.topped_up"])
+    const path = `/v1/platforms/${t.platformId}/end-users/${t.endUserId}/budget`
+    const call = (method: string, suffix: string, body?: unknown) => gw.call(method, `${path}${suffix}`, { key: t.platformKey, body })
+    expect((await call("POST", "", { max_usd: 10 })).status).toBe(201)
+    const seen = await call("POST", "/topup", { amount_usd: 1 })
+    await r.waitFor((x) => x.events.length === 1)
+    const lastSeen = r.events[0]!.body // what the receiver processed last, before its outage
+    expect(lastSeen.event_id).toBe(`${seen.body.transaction.id}:budget.topped_up`)
+    await r.close()
+    const missed = await call("POST", "/topup", { amount_usd: 2 })
+    expect(missed.status).toBe(200)
+    const missedEventId = `${missed.body.transaction.id}:budget.topped_up`
+    const failedDelivery = async () => (await deliveries(t, endpoint.id)).data.find((d) => d.event_id === missedEventId)
+    await waitUntil(async () => (await failedDelivery())?.status === "failed")
+    expect(await failedDelivery()).toMatchObject({ status: "failed", attempt: 4, next_attempt_at: null })
+    expect(r.events.map((e) => e.body.event_id)).toEqual([lastSeen.event_id])
+    // The receiver's backfill: every ledger row after the last event it processed.
+    const backfill = await call("GET", `/transactions?since=${encodeURIComponent(lastSeen.created_at)}`)
+    expect(backfill.status).toBe(200)
+    const missedRow = backfill.body.data.find((row: any) => row.id === missed.body.transaction.id)
+    expect(missedRow).toMatchObject({ type: "topup", amount_usd: 2, max_usd_after: 13 })
+    expect(backfill.body.data.every((row: any) => row.created_at > lastSeen.created_at || row.id === seen.body.transaction.id)).toBe(true)
+  })
+
   it("writes nothing when the enclosing transaction rolls back", async () => {
     const t = await tenant()
     const r = await receiver()
