@@ -1,10 +1,11 @@
 // Metrics: a metric reader on the gateway's OpenTelemetry layer receives the Effect metrics:
-// settled requests, tokens, cost and duration by model, pre-flight rejections by code, and the
-// database pool's usage.
+// settled requests, tokens, cost and duration by model, pre-flight rejections by code, webhook
+// delivery outcomes, and the database pool's usage.
 import { NodeSdk } from "@effect/opentelemetry"
 import { AggregationTemporality, DataPointType, InMemoryMetricExporter, PeriodicExportingMetricReader } from "@opentelemetry/sdk-metrics"
 import { InMemorySpanExporter, SimpleSpanProcessor } from "@opentelemetry/sdk-trace-base"
 import { afterAll, beforeAll, expect, it } from "vitest"
+import { startReceiver } from "./fakes/WebhookReceiver.js"
 import { createEndUser, createPlatform, type Gateway, startGateway } from "./support/Gateway.js"
 
 const metrics = new InMemoryMetricExporter(AggregationTemporality.CUMULATIVE)
@@ -13,7 +14,7 @@ const POOL_SIZE = 6
 let gw: Gateway
 beforeAll(async () => {
   gw = await startGateway({
-    env: { DATABASE_POOL_SIZE: String(POOL_SIZE) },
+    env: { DATABASE_POOL_SIZE: String(POOL_SIZE), GATEWAY_ALLOW_PRIVATE_URLS: "true", GATEWAY_WEBHOOK_RETRY_SCHEDULE: "0s,100ms" },
     tracing: NodeSdk.layer(() => ({
       resource: { serviceName: "gateway-metrics-test" },
       spanProcessor: new SimpleSpanProcessor(new InMemorySpanExporter()),
@@ -100,4 +101,27 @@ it("exports the database pool's usage: connections by state, the configured maxi
   const count = metrics.getMetrics().slice(-1).flatMap((rm) => rm.scopeMetrics.flatMap((sm) => sm.metrics))
     .find((m) => m.descriptor.name === "db.client.connection.count")!
   expect(count.dataPointType).toBe(DataPointType.GAUGE)
+})
+
+it("exports webhook delivery outcomes: delivered, retry and failed", async () => {
+  const { platformId, platformKey } = await createPlatform(gw)
+  const eu = await createEndUser(gw, platformId, platformKey, "webhooked")
+  const up = await startReceiver()
+  const down = await startReceiver()
+  await down.close() // nobody listens there: a retry, then failed (schedule of two attempts)
+  const outcome = (name: string) => Number(points("gateway.webhook.deliveries").find((p) => p.attributes.outcome === name)?.value ?? 0)
+  const before = { delivered: outcome("delivered"), retry: outcome("retry"), failed: outcome("failed") }
+  for (const r of [up, down]) {
+    const res = await gw.call("POST", `/v1/platforms/${platformId}/webhook-endpoints`, { key: platformKey, body: { url: r.url } })
+    expect(res.status).toBe(201)
+    r.secret = res.body.secret
+  }
+  const budget = `/v1/platforms/${platformId}/end-users/${eu.endUserId}/budget`
+  expect((await gw.call("POST", budget, { key: platformKey, body: { max_usd: 5 } })).status).toBe(201)
+  expect((await gw.call("POST", `${budget}/topup`, { key: platformKey, body: { amount_usd: 1 } })).status).toBe(200)
+  await up.waitFor((r) => r.events.length === 1)
+  await expect.poll(() => outcome("failed") - before.failed, { timeout: 5000 }).toBe(1)
+  expect(outcome("retry") - before.retry).toBe(1)
+  expect(outcome("delivered") - before.delivered).toBe(1)
+  await up.close()
 })

@@ -1,6 +1,10 @@
 // Fault: Redis (the shared rate-limit store) goes down. Fail closed (default): end users with
 // limits get 503 service_unavailable, nothing is billed; fail open: they are served unlimited.
-// Users without limits never touch Redis. Runs a private redis-server it can kill.
+// Users without limits never touch Redis. Either way each failure is logged and counted
+// (`gateway.ratelimiter.errors`, read here by a metric reader). Runs a private redis-server it can kill.
+import { NodeSdk } from "@effect/opentelemetry"
+import { AggregationTemporality, InMemoryMetricExporter, PeriodicExportingMetricReader } from "@opentelemetry/sdk-metrics"
+import { InMemorySpanExporter, SimpleSpanProcessor } from "@opentelemetry/sdk-trace-base"
 import { type ChildProcess, execFileSync, spawn } from "node:child_process"
 import { createServer } from "node:net"
 import { afterAll, describe, expect, it } from "vitest"
@@ -49,7 +53,15 @@ afterAll(async () => {
 const setup = async (mode: "closed" | "open") => {
   const redis = await startRedis()
   children.push(redis.proc)
-  const gw = await startGateway({ env: { REDIS_URL: redis.url, GATEWAY_RATE_LIMIT_ON_REDIS_ERROR: mode } })
+  const metrics = new InMemoryMetricExporter(AggregationTemporality.CUMULATIVE)
+  const gw = await startGateway({
+    env: { REDIS_URL: redis.url, GATEWAY_RATE_LIMIT_ON_REDIS_ERROR: mode },
+    tracing: NodeSdk.layer(() => ({
+      resource: { serviceName: "gateway-redis-down-test" },
+      spanProcessor: new SimpleSpanProcessor(new InMemorySpanExporter()),
+      metricReader: new PeriodicExportingMetricReader({ exporter: metrics, exportIntervalMillis: 100 })
+    }))
+  })
   gateways.push(gw)
   const admin = (path: string, body: unknown) => gw.call("POST", path, { key: gw.adminKey, body })
   await admin("/v1/admin/providers", { slug: "mock", kind: "mock", base_url: "http://mock.invalid" })
@@ -62,7 +74,13 @@ const setup = async (mode: "closed" | "open") => {
   await gw.call("PUT", `/v1/platforms/${platformId}/end-users/${limited.endUserId}/rate-limits`, { key: platformKey, body: { rpm_limit: 100 } })
   const ask = (key: string) => gw.call("POST", "/v1/chat/completions", { key, body: { model: "mock-echo", messages: [{ role: "user", content: "hi" }] } })
   const logs = async () => (await gw.db.pool.query("SELECT count(*)::int AS n FROM inference_logs WHERE platform_id = $1", [platformId])).rows[0].n as number
-  return { redis, gw, limited, free, ask, logs }
+  /** The latest export's count of rate limiter store failures during admission, in `mode`. */
+  const storeErrors = () =>
+    Number(metrics.getMetrics().slice(-1).flatMap((rm) => rm.scopeMetrics.flatMap((sm) => sm.metrics))
+      .filter((m) => m.descriptor.name === "gateway.ratelimiter.errors")
+      .flatMap((m) => m.dataPoints as Array<{ attributes: Record<string, unknown>; value: unknown }>)
+      .find((p) => p.attributes.operation === "admit" && p.attributes.mode === mode)?.value ?? 0)
+  return { redis, gw, limited, free, ask, logs, storeErrors }
 }
 
 describe.skipIf(redisBinary === "")("Redis down (needs the redis-server binary)", () => {
@@ -75,6 +93,7 @@ describe.skipIf(redisBinary === "")("Redis down (needs the redis-server binary)"
     expect(refused.body.error).toMatchObject({ code: "service_unavailable", type: "api_error" })
     expect((await t.ask(t.free.endUserKey)).status).toBe(200)
     expect(await t.logs()).toBe(2)
+    await expect.poll(t.storeErrors, { timeout: 5000 }).toBeGreaterThanOrEqual(1)
   })
 
   it("fail open: users with limits are served unlimited while Redis is down", async () => {
@@ -84,5 +103,6 @@ describe.skipIf(redisBinary === "")("Redis down (needs the redis-server binary)"
     expect(served.status).toBe(200)
     expect(served.headers.get("x-ratelimit-limit-requests")).toBeNull()
     expect(await t.logs()).toBe(1)
+    await expect.poll(t.storeErrors, { timeout: 5000 }).toBeGreaterThanOrEqual(1)
   })
 })
