@@ -166,6 +166,12 @@ it("OAuth client secrets, authorization codes, PKCE verifiers, access and refres
   const names = spans.getFinishedSpans().map((s) => s.name)
   expect(names).toContain("ToolHost.callback")
   expect(names.filter((n) => n === "ToolHost.refresh").length).toBeGreaterThanOrEqual(2)
+  // Each MCP tool call is a span of its own, named by app and tool (the refreshes run inside it).
+  const toolCalls = spans.getFinishedSpans().filter((s) => s.name === "ToolHost.callTool")
+  expect(toolCalls.length).toBeGreaterThanOrEqual(3)
+  for (const s of toolCalls) expect(s.attributes).toMatchObject({ "tool.app": app, "tool.name": expect.stringContaining("list_tickets") })
+  const refreshParents = new Set(spans.getFinishedSpans().filter((s) => s.name === "ToolHost.refresh").map((s) => s.parentSpanContext?.spanId))
+  expect(toolCalls.some((s) => refreshParents.has(s.spanContext().spanId))).toBe(true)
   const everything = captured()
   for (const secret of [clientSecret, codeVerifier, ...accessTokens, ...refreshTokens]) {
     expect(everything.includes(secret), `secret ${secret.slice(0, 14)}... leaked`).toBe(false)

@@ -4,6 +4,7 @@ import { NodeSdk } from "@effect/opentelemetry"
 import { InMemorySpanExporter, SimpleSpanProcessor } from "@opentelemetry/sdk-trace-base"
 import { Webhook } from "standardwebhooks"
 import { afterAll, beforeAll, expect, it } from "vitest"
+import { startFakeCapabilityProvider } from "./fakes/FakeCapabilityProvider.js"
 import { startReceiver } from "./fakes/WebhookReceiver.js"
 import { createEndUser, createPlatform, type Gateway, provisionOpenAiModel, startGateway } from "./support/Gateway.js"
 
@@ -172,5 +173,53 @@ it("delivers a budget webhook in the trace of the request that caused it, with a
     expect(everything).not.toContain(receiver.url)
   } finally {
     await receiver.close()
+  }
+})
+
+it("traces a capability run: the run span (capability.uid) with its reserve and settle, in the request's trace", async () => {
+  const provider = await startFakeCapabilityProvider()
+  try {
+    const catalog = await gw.call("POST", "/v1/admin/capabilities/providers", {
+      key: gw.adminKey,
+      body: {
+        capability: { slug: "traced-cap", name: "Traced capability", description: "For the tracing test", domains: ["testing"], minted_by: "classifier" },
+        providers: [{
+          slug: "traced-ok",
+          name: "Traced provider",
+          description: "Answers ok",
+          url: `${provider.url}/ok`,
+          call_method: "POST",
+          protocol: "http",
+          min_price_usd: 0.01,
+          median_price_usd: 0.02,
+          max_price_usd: 0.03,
+          rating: 4,
+          availability: "healthy",
+          input_example: { q: "x" },
+          input_schema: { type: "object" }
+        }]
+      }
+    })
+    expect(catalog.status).toBe(200)
+    const uid = catalog.body.providers[0].uid as string
+    const { platformId, platformKey } = await createPlatform(gw)
+    await gw.call("POST", `/v1/admin/platforms/${platformId}/platform-wallet/topup`, { key: gw.adminKey, body: { amount_usd: 1 } })
+    await gw.call("PATCH", `/v1/platforms/${platformId}`, { key: platformKey, body: { settings: { capabilities: { enabled: true } } } })
+    const eu = await createEndUser(gw, platformId, platformKey, "traced-capability")
+    await gw.call("POST", `/v1/platforms/${platformId}/end-users/${eu.endUserId}/budget`, { key: platformKey, body: { max_usd: 5 } })
+    exporter.reset()
+    const res = await gw.call("POST", "/v1/capabilities/run", { key: eu.endUserKey, body: { capability: uid, input: { q: "traced" } } })
+    expect(res.status).toBe(200)
+    expect(res.body).toMatchObject({ ok: true, final_state: "billed" })
+    await expect.poll(() => exporter.getFinishedSpans().some((s) => s.name.startsWith("http.server"))).toBe(true)
+    const spans = exporter.getFinishedSpans()
+    const run = spans.find((s) => s.name === "Capabilities.run")!
+    expect(run.attributes["capability.uid"]).toBe(uid)
+    const children = spans.filter((s) => s.parentSpanContext?.spanId === run.spanContext().spanId).map((s) => s.name)
+    expect(children).toEqual(expect.arrayContaining(["Capabilities.reserve", "Capabilities.settle"]))
+    const server = spans.find((s) => s.name.startsWith("http.server"))!
+    expect(run.spanContext().traceId).toBe(server.spanContext().traceId)
+  } finally {
+    await provider.close()
   }
 })
