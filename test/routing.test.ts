@@ -98,6 +98,23 @@ describe("routing", () => {
     expect(res.body.error.code).toBe("upstream_timeout")
   })
 
+  it("a stream fails over before its first byte: after a 503 and after a hang, it comes whole from the next candidate", async () => {
+    for (const behavior of [{ fail: { status: 503, times: 1 } }, { hang: true }]) {
+      reset()
+      a.setBehavior(behavior)
+      const before = (await logs()).length
+      const stream = await t.client.chat.completions.create({ model: "failover-model", messages: [{ role: "user", content: "hi" }], stream: true })
+      let text = ""
+      for await (const chunk of stream) text += chunk.choices[0]?.delta.content ?? ""
+      expect(text).toBe("Hello from the fake upstream")
+      expect(a.requests).toHaveLength(1)
+      expect(b.requests).toHaveLength(1)
+      expect(b.requests[0]!.body.stream).toBe(true)
+      await expect.poll(async () => (await logs()).length).toBe(before + 1)
+      expect((await logs()).at(-1)).toMatchObject({ provider_model_id: "b-model", status: "success" })
+    }
+  })
+
   it("does not fail over on a 400; answers 502 upstream_error and bills nothing", async () => {
     reset()
     const before = (await logs()).length
