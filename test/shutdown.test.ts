@@ -1,7 +1,8 @@
 // SIGTERM during streams (issue 9): the gateway stops accepting connections, lets streams in
 // flight run to their end up to GATEWAY_SHUTDOWN_TIMEOUT, cuts the rest, settles every call
-// (a cut stream bills what it emitted), writes the settlement queue and flushes its spans
-// before it exits. Each case runs a real gateway process and sends it a real SIGTERM.
+// (a cut stream bills what it emitted), writes the settlement queue, lets a webhook delivery in
+// flight finish and flushes its spans before it exits. Each case runs a real gateway process and
+// sends it a real SIGTERM.
 import { createServer, type Server } from "node:http"
 import { randomBytes } from "node:crypto"
 import { mkdtempSync, rmSync } from "node:fs"
@@ -10,6 +11,7 @@ import { join } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { mintKey } from "../layers/KeyFormat.js"
 import { type FakeUpstream, startFakeOpenAi } from "./fakes/FakeOpenAi.js"
+import { startReceiver } from "./fakes/WebhookReceiver.js"
 import { ok } from "./support/Gateway.js"
 import { type GatewayProcess, spawnEnv, spawnGateway } from "./support/Process.js"
 import { createTestDatabase, type TestDatabase } from "./support/TestDatabase.js"
@@ -96,7 +98,7 @@ const tenant = async (gw: GatewayProcess, name: string) => {
   ok(await gw.call("POST", `/v1/admin/platforms/${platformId}/platform-wallet/topup`, { key: adminKey, body: { amount_usd: 10 } }))
   const user = ok(await gw.call("POST", `/v1/platforms/${platformId}/end-users`, { key: platformKey, body: { external_id: "u" } }), 201).body
   ok(await gw.call("POST", `/v1/platforms/${platformId}/end-users/${user.id}/budget`, { key: platformKey, body: { max_usd: 5 } }), 201)
-  return { platformId, endUserId: user.id as string, endUserKey: user.api_key.raw_key as string }
+  return { platformId, platformKey, endUserId: user.id as string, endUserKey: user.api_key.raw_key as string }
 }
 
 /** Starts a streaming call; resolves once the first content arrived, with the rest of the stream as a promise. */
@@ -210,5 +212,29 @@ describe("SIGTERM during streams", () => {
     expect(rows.debits.n).toBe(1)
     expect(rows.debits.sum).toBe(rows.logs[0].cost)
     expect(rows.walletDebits).toBe(1)
+  }, 60_000)
+
+  it("flushes the outbox: a webhook delivery in flight at SIGTERM finishes and is recorded delivered before the process exits", async () => {
+    const gw = await start("outbox", "5 seconds")
+    const t = await tenant(gw, "Outbox")
+    const slow = await startReceiver({ delayMs: 1500 })
+    try {
+      const endpoint = ok(await gw.call("POST", `/v1/platforms/${t.platformId}/webhook-endpoints`, {
+        key: t.platformKey,
+        body: { url: slow.url, event_types: ["budget.topped_up"] }
+      }), 201).body
+      slow.secret = endpoint.secret
+      const topup = ok(await gw.call("POST", `/v1/platforms/${t.platformId}/end-users/${t.endUserId}/budget/topup`, {
+        key: t.platformKey,
+        body: { amount_usd: 1 }
+      }))
+      await slow.waitFor((r) => r.arrived === 1) // the delivery is on the wire; its answer is 1.5 s away
+      await gw.stop(30_000)
+      expect(slow.events.map((e) => e.body.event_id)).toEqual([`${topup.body.transaction.id}:budget.topped_up`])
+      const rows = await db.pool.query("SELECT status, attempt, last_http_status FROM webhook_deliveries WHERE endpoint_id = $1", [endpoint.id])
+      expect(rows.rows).toEqual([{ status: "delivered", attempt: 1, last_http_status: 200 }])
+    } finally {
+      await slow.close()
+    }
   }, 60_000)
 })

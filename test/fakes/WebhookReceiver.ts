@@ -16,6 +16,8 @@ export interface ReceiverOptions {
   readonly failFirst?: number
   /** Status for every request (after the failFirst ones); default 200. */
   readonly status?: number
+  /** Answer this long after a request's body arrived (a slow receiver). */
+  readonly delayMs?: number
 }
 
 export interface WebhookReceiver {
@@ -27,6 +29,8 @@ export interface WebhookReceiver {
   /** Every request seen (verified or not), with the status we answered. */
   readonly requests: Array<{ readonly status: number; readonly headers: IncomingHttpHeaders }>
   readonly invalid: Array<string>
+  /** Requests whose body arrived, answered or not yet (with `delayMs`). */
+  arrived: number
   readonly waitFor: (predicate: (r: WebhookReceiver) => boolean, timeoutMs?: number) => Promise<void>
   readonly close: () => Promise<void>
 }
@@ -39,6 +43,7 @@ export const startReceiver = async (options: ReceiverOptions = {}): Promise<Webh
     events: [],
     requests: [],
     invalid: [],
+    arrived: 0,
     waitFor: async (predicate, timeoutMs = 10_000) => {
       const deadline = Date.now() + timeoutMs
       while (!predicate(receiver)) {
@@ -54,6 +59,11 @@ export const startReceiver = async (options: ReceiverOptions = {}): Promise<Webh
     const chunks: Array<Buffer> = []
     req.on("data", (c: Buffer) => chunks.push(c))
     req.on("end", () => {
+      receiver.arrived++
+      if (options.delayMs === undefined) answer()
+      else setTimeout(answer, options.delayMs)
+    })
+    const answer = () => {
       const rawBody = Buffer.concat(chunks).toString("utf8")
       let status: number
       let body: unknown
@@ -75,7 +85,7 @@ export const startReceiver = async (options: ReceiverOptions = {}): Promise<Webh
       if (status >= 200 && status < 300) receiver.events.push({ headers: req.headers, rawBody, body })
       res.writeHead(status, { "content-type": "application/json" })
       res.end(JSON.stringify({ ok: status < 300 }))
-    })
+    }
   })
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", () => resolve()))
   const { port } = server.address() as AddressInfo
