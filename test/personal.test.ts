@@ -5,7 +5,7 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { type FakeCapabilityProvider, startFakeCapabilityProvider } from "./fakes/FakeCapabilityProvider.js"
-import { createEndUser, createPlatform, type Gateway, startGateway } from "./support/Gateway.js"
+import { createEndUser, createPlatform, type Gateway, startGateway, upsertCapability } from "./support/Gateway.js"
 
 let gw: Gateway
 let fake: FakeCapabilityProvider
@@ -14,28 +14,21 @@ let providerUid = ""
 beforeAll(async () => {
   fake = await startFakeCapabilityProvider()
   gw = await startGateway({ env: { GATEWAY_ALLOW_PRIVATE_URLS: "true" } })
-  const res = await gw.call("POST", "/v1/admin/capabilities/providers", {
-    key: gw.adminKey,
-    body: {
-      capability: { slug: "quokka-lookup", name: "Quokka lookup", description: "Find quokkas", domains: ["zoology"], minted_by: "seed" },
-      providers: [{
-        slug: "qfinder",
-        name: "QFinder",
-        description: "Finds quokkas fast",
-        url: `${fake.url}/ok?cost=0.05`,
-        call_method: "POST",
-        protocol: "http",
-        min_price_usd: 0.05,
-        median_price_usd: 0.1,
-        max_price_usd: 0.2,
-        rating: 4.5,
-        availability: "healthy",
-        input_example: { q: "quokka" },
-        input_schema: { type: "object" }
-      }]
+  providerUid = await upsertCapability(
+    gw,
+    { slug: "quokka-lookup", name: "Quokka lookup", description: "Find quokkas", domains: ["zoology"] },
+    {
+      slug: "qfinder",
+      name: "QFinder",
+      description: "Finds quokkas fast",
+      url: `${fake.url}/ok?cost=0.05`,
+      min_price_usd: 0.05,
+      median_price_usd: 0.1,
+      max_price_usd: 0.2,
+      rating: 4.5,
+      input_example: { q: "quokka" }
     }
-  })
-  providerUid = res.body.providers[0].uid
+  )
 })
 afterAll(async () => {
   await gw?.close()

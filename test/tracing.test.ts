@@ -6,7 +6,7 @@ import { Webhook } from "standardwebhooks"
 import { afterAll, beforeAll, expect, it } from "vitest"
 import { startFakeCapabilityProvider } from "./fakes/FakeCapabilityProvider.js"
 import { startReceiver } from "./fakes/WebhookReceiver.js"
-import { createEndUser, createPlatform, type Gateway, provisionOpenAiModel, startGateway } from "./support/Gateway.js"
+import { createEndUser, createPlatform, type Gateway, provisionOpenAiModel, startGateway, upsertCapability } from "./support/Gateway.js"
 
 const exporter = new InMemorySpanExporter()
 let gw: Gateway
@@ -179,29 +179,7 @@ it("delivers a budget webhook in the trace of the request that caused it, with a
 it("traces a capability run: the run span (capability.uid) with its reserve and settle, in the request's trace", async () => {
   const provider = await startFakeCapabilityProvider()
   try {
-    const catalog = await gw.call("POST", "/v1/admin/capabilities/providers", {
-      key: gw.adminKey,
-      body: {
-        capability: { slug: "traced-cap", name: "Traced capability", description: "For the tracing test", domains: ["testing"], minted_by: "classifier" },
-        providers: [{
-          slug: "traced-ok",
-          name: "Traced provider",
-          description: "Answers ok",
-          url: `${provider.url}/ok`,
-          call_method: "POST",
-          protocol: "http",
-          min_price_usd: 0.01,
-          median_price_usd: 0.02,
-          max_price_usd: 0.03,
-          rating: 4,
-          availability: "healthy",
-          input_example: { q: "x" },
-          input_schema: { type: "object" }
-        }]
-      }
-    })
-    expect(catalog.status).toBe(200)
-    const uid = catalog.body.providers[0].uid as string
+    const uid = await upsertCapability(gw, { slug: "traced-cap" }, { slug: "traced-ok", url: `${provider.url}/ok` })
     const { platformId, platformKey } = await createPlatform(gw)
     await gw.call("POST", `/v1/admin/platforms/${platformId}/platform-wallet/topup`, { key: gw.adminKey, body: { amount_usd: 1 } })
     await gw.call("PATCH", `/v1/platforms/${platformId}`, { key: platformKey, body: { settings: { capabilities: { enabled: true } } } })

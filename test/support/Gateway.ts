@@ -158,3 +158,36 @@ export const provisionOpenAiModel = async (gw: Gateway, baseUrl: string, slugs: 
   await gw.call("POST", `/v1/admin/platforms/${platform.platformId}/platform-wallet/topup`, { key: gw.adminKey, body: { amount_usd: walletUsd } })
   return platform
 }
+
+/**
+ * Upserts (operator API) a capability with one HTTP provider; the provider's uid. The fields of
+ * `capability` and `provider` override the defaults (a healthy provider at 0.01-0.03 USD).
+ */
+export const upsertCapability = async (
+  gw: Gateway,
+  capability: { readonly slug: string } & Record<string, unknown>,
+  provider: { readonly slug: string; readonly url: string } & Record<string, unknown>
+): Promise<string> => {
+  const res = await gw.call("POST", "/v1/admin/capabilities/providers", {
+    key: gw.adminKey,
+    body: {
+      capability: { name: capability.slug, description: `Capability ${capability.slug}`, domains: ["testing"], minted_by: "seed", ...capability },
+      providers: [{
+        name: provider.slug,
+        description: `Provider ${provider.slug}`,
+        call_method: "POST",
+        protocol: "http",
+        min_price_usd: 0.01,
+        median_price_usd: 0.02,
+        max_price_usd: 0.03,
+        rating: 4,
+        availability: "healthy",
+        input_example: { q: "x" },
+        input_schema: { type: "object" },
+        ...provider
+      }]
+    }
+  })
+  if (res.status !== 200) throw new Error(`upsertCapability: ${res.status} ${JSON.stringify(res.body)}`)
+  return res.body.providers[0].uid as string
+}
