@@ -1,6 +1,7 @@
 // API keys of a platform: create, list, read, patch, revoke, delete, expiry, last_used_at, tenant isolation.
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { type ApiResponse, createEndUser, createPlatform, type Gateway, startGateway } from "./support/Gateway.js"
+import { waitForListeners } from "./support/TestDatabase.js"
 
 let gw: Gateway
 beforeAll(async () => {
@@ -26,22 +27,6 @@ const expectError = (res: ApiResponse, status: number, code: string, param?: str
 
 /** A platform key of `platformId` can read that platform (200); a dead key gets 401. */
 const platformKeyWorks = (platformId: string, key: string) => gw.call("GET", `/v1/platforms/${platformId}`, { key })
-
-/**
- * Waits until `n` gateway instances on this database hold their LISTEN connection for cache
- * invalidation (an instance serves requests before that subscription is up).
- */
-const waitForListeners = async (n: number) => {
-  const deadline = Date.now() + 10_000
-  for (;;) {
-    const res = await gw.db.pool.query<{ n: number }>(
-      "SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND query ILIKE 'LISTEN %'"
-    )
-    if ((res.rows[0]?.n ?? 0) >= n) return
-    if (Date.now() > deadline) throw new Error(`waitForListeners: fewer than ${n} LISTEN connections after 10 s`)
-    await new Promise((resolve) => setTimeout(resolve, 50))
-  }
-}
 
 const keysPath = (platformId: string) => `/v1/platforms/${platformId}/api-keys`
 
@@ -606,7 +591,7 @@ describe("authentication and tenant isolation", () => {
   it("revocation reaches a second gateway instance that had the key cached", async () => {
     const { platformId, platformKey } = await createPlatform(gw)
     const peer = await gw.startPeer()
-    await waitForListeners(2)
+    await waitForListeners(gw.db.pool, 2)
     try {
       const created = await gw.call("POST", keysPath(platformId), { key: platformKey, body: { name: "shared" } })
       const raw = created.body.raw_key as string

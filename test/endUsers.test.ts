@@ -1,6 +1,7 @@
 // End users of a platform: retry-safe creation, default budgets, list/read/patch, deactivation, cascading delete, isolation.
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { type ApiResponse, createEndUser, createPlatform, type Gateway, startGateway } from "./support/Gateway.js"
+import { waitForListeners } from "./support/TestDatabase.js"
 
 let gw: Gateway
 beforeAll(async () => {
@@ -30,22 +31,6 @@ const usersPath = (platformId: string) => `/v1/platforms/${platformId}/end-users
  * key that authenticates is refused there with 403 (a bad key would be 401).
  */
 const probeEndUserKey = (platformId: string, key: string) => gw.call("GET", `/v1/platforms/${platformId}`, { key })
-
-/**
- * Waits until `n` gateway instances on this database hold their LISTEN connection for cache
- * invalidation (an instance serves requests before that subscription is up).
- */
-const waitForListeners = async (n: number) => {
-  const deadline = Date.now() + 10_000
-  for (;;) {
-    const res = await gw.db.pool.query<{ n: number }>(
-      "SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND query ILIKE 'LISTEN %'"
-    )
-    if ((res.rows[0]?.n ?? 0) >= n) return
-    if (Date.now() > deadline) throw new Error(`waitForListeners: fewer than ${n} LISTEN connections after 10 s`)
-    await new Promise((resolve) => setTimeout(resolve, 50))
-  }
-}
 
 const count = async (table: "end_users" | "api_keys" | "budgets", platformId: string) => {
   const res = await gw.db.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${table} WHERE platform_id = $1`, [platformId])
@@ -502,7 +487,7 @@ describe("deleting end users", () => {
     const { platformId, platformKey } = await createPlatform(gw)
     const user = await createEndUser(gw, platformId, platformKey, "peer-cached")
     const peer = await gw.startPeer()
-    await waitForListeners(2)
+    await waitForListeners(gw.db.pool, 2)
     try {
       expectError(await peer.call("GET", `/v1/platforms/${platformId}`, { key: user.endUserKey }), 403, "forbidden")
       const del = await gw.call("DELETE", `${usersPath(platformId)}/${user.endUserId}`, { key: platformKey })

@@ -51,3 +51,19 @@ export const TestDatabaseUrlLive = Layer.scoped(
     Effect.map((db) => Redacted.make(db.url))
   )
 )
+
+/**
+ * Waits until `n` gateway instances on this database hold their LISTEN connection for cache
+ * invalidation (an instance serves requests before that subscription is up).
+ */
+export const waitForListeners = async (pool: pg.Pool, n: number) => {
+  const deadline = Date.now() + 10_000
+  for (;;) {
+    const res = await pool.query<{ n: number }>(
+      "SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND query ILIKE 'LISTEN %'"
+    )
+    if ((res.rows[0]?.n ?? 0) >= n) return
+    if (Date.now() > deadline) throw new Error(`waitForListeners: fewer than ${n} LISTEN connections after 10 s`)
+    await new Promise((resolve) => setTimeout(resolve, 50))
+  }
+}
