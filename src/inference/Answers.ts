@@ -40,9 +40,15 @@ export const refusal = (e: RateLimitExceeded) => ({
 
 const utf8 = new TextEncoder()
 
-/** The SSE events that arrived together, as one text (one socket write per batch). */
-export const sseText = <A>(batch: Chunk.Chunk<A>, format: (event: A) => string) =>
-  Chunk.reduce(batch, "", (text, e) => text + format(e))
+/**
+ * The SSE events that arrived together, as one text (one socket write per batch). Read through
+ * the chunk's array: `Chunk.reduce` copies the chunk into a new array first.
+ */
+export const sseText = <A>(batch: Chunk.Chunk<A>, format: (event: A) => string) => {
+  let text = ""
+  for (const event of Chunk.toReadonlyArray(batch)) text += format(event)
+  return text
+}
 
 /**
  * The SSE events that arrived together, encoded and written together: one stage and one socket
