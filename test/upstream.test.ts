@@ -8,6 +8,7 @@ import * as http from "node:http"
 import { createServer } from "node:net"
 import type { ChatChunk, ChatMessage, ChatRequest } from "../schemas/Chat.js"
 import { adapterFor } from "../layers/upstream/Adapters.js"
+import { postJson, postStream } from "../layers/upstream/Http.js"
 import { SseParser } from "../layers/upstream/Sse.js"
 import { MockAdapter } from "../layers/upstream/Mock.js"
 import type { ProviderKind, UpstreamAdapter, UpstreamCall } from "../layers/upstream/Upstream.js"
@@ -396,6 +397,80 @@ describe("upstream deadline", () => {
       expect(closed).toBe(true)
       server.closeAllConnections()
       server.close()
+    }))
+})
+
+/** A local server for one test, with its URL; closed (connections too) by the returned effect. */
+const serve = (handler: http.RequestListener) =>
+  Effect.promise(() =>
+    new Promise<{ url: string; close: Effect.Effect<void> }>((resolve) => {
+      const server = http.createServer(handler)
+      server.listen(0, "127.0.0.1", () => {
+        const { port } = server.address() as { port: number }
+        resolve({
+          url: `http://127.0.0.1:${port}/`,
+          close: Effect.sync(() => {
+            server.closeAllConnections()
+            server.close()
+          })
+        })
+      })
+    })
+  )
+
+describe("upstream bodies", () => {
+  it.live("a JSON answer far larger than a stream's read-ahead arrives whole", () =>
+    Effect.gen(function*() {
+      const text = JSON.stringify({ content: "x".repeat(1024 * 1024) })
+      const server = yield* serve((_req, res) => res.end(text))
+      const received = yield* postJson({ url: server.url, headers: {}, body: {}, timeoutMs: 5_000 })
+      expect(received).toBe(text)
+      yield* server.close
+    }))
+
+  it.live("a non-2xx answer with a large body is a status error that carries its message", () =>
+    Effect.gen(function*() {
+      const server = yield* serve((_req, res) => {
+        res.writeHead(500, { "content-type": "application/json" })
+        res.end(JSON.stringify({ error: { message: "overloaded" }, padding: "x".repeat(512 * 1024) }))
+      })
+      const e = yield* failureOf(postJson({ url: server.url, headers: {}, body: {}, timeoutMs: 5_000 }))
+      expect(e).toMatchObject({ kind: "status", status: 500, retryable: true, message: "upstream answered 500: overloaded" })
+      yield* server.close
+    }))
+
+  it.live("a stream whose reader falls behind stops the socket's reads, and reading again resumes them", () =>
+    Effect.gen(function*() {
+      const total = 256 * 1024 * 1024
+      const block = `data: ${"x".repeat(16 * 1024)}\n\n`
+      let sent = 0
+      const server = yield* serve((_req, res) => {
+        res.writeHead(200, { "content-type": "text/event-stream" })
+        const pump = () => {
+          while (sent < total) {
+            sent += block.length
+            if (!res.write(block)) return void res.once("drain", pump)
+          }
+          res.end()
+        }
+        pump()
+      })
+      const source = yield* postStream({ url: server.url, headers: {}, body: {}, timeoutMs: 5_000 })
+      yield* source.read
+      yield* Effect.sleep("500 millis")
+      // Unpaused, the client would have taken all 256 MB by now; paused, the server is stuck
+      // once its socket's and the client's kernel buffers are full.
+      const stalled = sent
+      expect(stalled).toBeLessThan(64 * 1024 * 1024)
+      let read = 0
+      while (read < 2 * stalled) {
+        const parts = yield* source.read
+        if (parts._tag === "None") break
+        for (const part of parts.value) read += part.length
+      }
+      expect(sent).toBeGreaterThan(stalled)
+      yield* source.close(false)
+      yield* server.close
     }))
 })
 

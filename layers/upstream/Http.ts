@@ -1,10 +1,9 @@
-// Shared HTTP plumbing for the upstream adapters: a JSON POST over undici's `request` (a fifth of
-// the CPU of `fetch` per call: no WHATWG Request/Response or web streams) with a cancel signal
-// tied to Effect interruption, the timeout, and the error classification (connect / timeout /
-// status / protocol) the router's failover relies on.
+// Shared HTTP plumbing for the upstream adapters: a JSON POST dispatched straight to undici's
+// connection pool (no WHATWG Request/Response or web streams as with `fetch`, no Readable as with
+// `request`), cancelled by Effect interruption, the timeout, and the error classification
+// (connect / timeout / status / protocol) the router's failover relies on.
 import { Effect, Either, Option, ParseResult, Schema } from "effect"
-import { EventEmitter } from "node:events"
-import { request } from "undici"
+import { Agent, type Dispatcher } from "undici"
 import { compiledCheck } from "../../src/lib/WireCheck.js"
 import { UpstreamError } from "./Upstream.js"
 
@@ -60,76 +59,167 @@ const errorMessageOf = (bodyText: string): string => {
   return bodyText.length === 0 ? "(empty body)" : bodyText.slice(0, 500)
 }
 
-type Response = Awaited<ReturnType<typeof request>>
+/**
+ * The upstreams' connection pool (keep-alive, undici's default timeouts), this package's undici
+ * and not the process's global dispatcher: once anything calls the global `fetch`, that is
+ * Node's bundled undici, whose dispatch takes only the older handler interface.
+ */
+const upstreamPool = new Agent()
+
+/** How much of a body may wait for its reader before the socket's reads stop (a Readable's default). */
+const HIGH_WATER_MARK = 64 * 1024
+
+/** The reason an exchange is cancelled with; made once (nobody reads its stack). */
+const ABORTED = new Error("upstream exchange cancelled")
 
 /**
- * What cancels an exchange. undici takes an EventEmitter as the signal (`abort` event, `aborted`
- * flag): an AbortController builds an EventTarget and an AbortSignal, about 10 us of CPU per call
- * here, and made every call pay for the rare cancellation.
+ * One upstream exchange as undici's dispatch handler: the answer's status, then its body as the
+ * chunks that arrived, kept until taken. undici's `request` wraps every answer in a Node
+ * Readable and a promise, and `body.text()` in a consumer of its own: about 15 us of CPU per
+ * call here (docs/performance.md step 62). `wake` hears of every event.
  */
-class Cancel extends EventEmitter {
-  aborted = false
-  /** Cancels the exchange; the abort error undici builds is made with stack capture off (nobody reads it). */
+class Exchange implements Dispatcher.DispatchHandler {
+  /** Set once the request is on a connection; an abort before that waits for it. */
+  private controller: Dispatcher.DispatchController | undefined = undefined
+  private abortPending = false
+  /**
+   * The body is read as it arrives (a stream): a reader that falls behind pauses the socket's
+   * reads, as a Readable's high-water mark would. A body read whole is never paused.
+   */
+  paced = false
+  /** The reader is done: the rest of the body is dropped as it arrives. */
+  private discarding = false
+  private parts: Array<Buffer> = []
+  private buffered = 0
+  /** The final status; 0 until it arrives (1xx answers are passed over). */
+  status = 0
+  ended = false
+  failure: Error | undefined = undefined
+  wake: (() => void) | undefined = undefined
+
+  onRequestStart(controller: Dispatcher.DispatchController) {
+    this.controller = controller
+    if (this.abortPending) controller.abort(ABORTED)
+  }
+
+  onResponseStart(_controller: Dispatcher.DispatchController, statusCode: number) {
+    if (statusCode < 200) return
+    this.status = statusCode
+    this.wake?.()
+  }
+
+  onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer) {
+    if (this.discarding) return
+    this.parts.push(chunk)
+    this.buffered += chunk.length
+    if (this.paced && this.buffered >= HIGH_WATER_MARK) controller.pause()
+    this.wake?.()
+  }
+
+  onResponseEnd() {
+    this.ended = true
+    this.wake?.()
+  }
+
+  onResponseError(_controller: Dispatcher.DispatchController | undefined, error: Error) {
+    this.failure = error
+    this.wake?.()
+  }
+
+  /** The chunks that arrived since the last take (perhaps none); a paused socket reads again. */
+  take(): Array<Buffer> {
+    const parts = this.parts
+    if (parts.length === 0) return parts
+    this.parts = []
+    this.buffered = 0
+    this.controller?.resume()
+    return parts
+  }
+
+  /** The whole body as text, once it ended (a byte order mark dropped, as `body.text()` did). */
+  text(): string {
+    const text = Buffer.concat(this.take()).toString("utf8")
+    return text.charCodeAt(0) === 0xfeff ? text.slice(1) : text
+  }
+
+  /** Drops the rest of the body as it arrives: the connection goes back to the pool at its end. */
+  discard() {
+    this.discarding = true
+    this.take()
+  }
+
+  /** Cancels the exchange unless it is over. */
   abort() {
-    if (this.aborted) return
-    this.aborted = true
-    const limit = Error.stackTraceLimit
-    Error.stackTraceLimit = 0
-    try {
-      this.emit("abort")
-    } finally {
-      Error.stackTraceLimit = limit
-    }
+    if (this.ended || this.failure !== undefined) return
+    if (this.controller === undefined) this.abortPending = true
+    else this.controller.abort(ABORTED)
   }
 }
 
 /**
  * One exchange within `timeoutMs`: the request, the status check (a non-2xx answer's body read
- * for its message), then `finish` on a 2xx response. It runs as plain promises under a single
- * Effect.async: as Effects (a timeout race, a tap, a second async for the body, an ensuring)
- * its steps were about 40 runtime operations per call. A plain timer aborts the exchange, and
- * the failure that abort causes is reported as the timeout; interruption aborts it too.
+ * for its message), then on a 2xx status `ready`, which gives the outcome once the exchange has
+ * what the caller needs (the whole body; a stream's source at once), or undefined to wait for
+ * more. Plain callbacks under a single Effect.async: as Effects (a timeout race, a tap, a second
+ * async for the body, an ensuring) its steps were about 40 runtime operations per call. A plain
+ * timer ends the exchange with the timeout; interruption cancels it too.
  */
-const exchange = <A>(req: PostRequest, cancel: Cancel, finish: (response: Response) => Promise<A>) =>
+const exchange = <A>(req: PostRequest, ready: (exchange: Exchange) => A | undefined) =>
   Effect.async<A, UpstreamError>((resume) => {
-    let timedOut = false
-    const timer = setTimeout(() => {
-      timedOut = true
-      cancel.abort()
-    }, req.timeoutMs)
-    const settle = (outcome: Either.Either<A, UpstreamError>) => {
+    const ex = new Exchange()
+    let over = false
+    const finish = (outcome: Effect.Effect<A, UpstreamError>) => {
+      if (over) return
+      over = true
       clearTimeout(timer)
-      resume(Either.isRight(outcome) ? Effect.succeed(outcome.right) : Effect.fail(timedOut ? timeoutError(req.timeoutMs) : outcome.left))
+      ex.wake = undefined
+      resume(outcome)
     }
-    request(req.url, {
+    const timer = setTimeout(() => {
+      finish(Effect.fail(timeoutError(req.timeoutMs)))
+      ex.abort()
+    }, req.timeoutMs)
+    ex.wake = () => {
+      if (ex.status >= 200 && ex.status < 300) {
+        const value = ready(ex)
+        if (value !== undefined) finish(Effect.succeed(value))
+        else if (ex.failure !== undefined) finish(Effect.fail(connectError(ex.failure, "response body")))
+      } else if (ex.status !== 0) {
+        if (ex.ended) finish(Effect.fail(statusError(ex.status, ex.text())))
+        else if (ex.failure !== undefined) finish(Effect.fail(statusError(ex.status, "")))
+      } else if (ex.failure !== undefined) {
+        finish(Effect.fail(connectError(ex.failure, "request")))
+      }
+    }
+    let url: URL
+    try {
+      url = new URL(req.url)
+    } catch (error) {
+      finish(Effect.fail(connectError(error, "request")))
+      return
+    }
+    upstreamPool.dispatch({
+      origin: url.origin,
+      path: url.pathname + url.search,
       method: "POST",
       headers: { "content-type": "application/json", ...req.headers },
-      body: JSON.stringify(req.body),
-      signal: cancel
-    }).then(
-      (response) =>
-        response.statusCode >= 200 && response.statusCode < 300
-          ? finish(response).then(
-            (a) => settle(Either.right(a)),
-            (e) => settle(Either.left(connectError(e, "response body")))
-          )
-          : response.body.text().catch(() => "").then((text) => settle(Either.left(statusError(response.statusCode, text)))),
-      (e) => settle(Either.left(connectError(e, "request")))
-    )
+      body: JSON.stringify(req.body)
+    }, ex)
     return Effect.sync(() => {
+      over = true
       clearTimeout(timer)
-      cancel.abort()
+      ex.abort()
     })
   })
 
 /** Non-streaming call: status check and the whole body, all within `timeoutMs`. */
 export const postJson = (req: PostRequest): Effect.Effect<string, UpstreamError> =>
-  Effect.suspend(() => exchange(req, new Cancel(), (response) => response.body.text()))
+  exchange(req, (ex) => (ex.ended ? ex.text() : undefined))
 
 /**
  * A streaming exchange's body, read a batch at a time (everything that arrived since the last
- * read) by the one stage that parses and translates it (Sse.ts): a Node readable read directly
- * costs less than an Effect Stream stage of its own.
+ * read) by the one stage that parses and translates it (Sse.ts): the exchange's chunks read
+ * directly cost less than an Effect Stream stage of its own.
  */
 export interface ByteSource {
   /** What arrived since the last read (waiting for something); None once the body has ended. */
@@ -143,57 +233,35 @@ export interface ByteSource {
 }
 
 /**
- * Streaming call: succeeds once a 2xx status and headers arrived within `timeoutMs` (so the
- * router can still fail over), with the body to read. Callers must close what they get.
+ * Streaming call: succeeds once a 2xx status arrived within `timeoutMs` (so the router can still
+ * fail over), with the body to read. Callers must close what they get.
  */
-export const postStream = (req: PostRequest): Effect.Effect<ByteSource, UpstreamError> =>
-  Effect.suspend(() => {
-    const cancel = new Cancel()
-    return exchange(req, cancel, (response) => Promise.resolve(byteSource(response, cancel)))
-  })
+export const postStream = (req: PostRequest): Effect.Effect<ByteSource, UpstreamError> => exchange(req, byteSource)
 
-const byteSource = (response: Response, cancel: Cancel): ByteSource => {
-  const body = response.body
-  // Listened to for the body's whole life: an error between two reads would otherwise be thrown.
-  let failure: unknown = undefined
-  body.on("error", (error) => (failure ??= error))
-  const takeAll = (): Array<Uint8Array> => {
-    const parts: Array<Uint8Array> = []
-    for (let part = body.read(); part !== null; part = body.read()) parts.push(part)
-    return parts
-  }
+const byteSource = (ex: Exchange): ByteSource => {
+  ex.paced = true
   const read = Effect.async<Option.Option<ReadonlyArray<Uint8Array>>, UpstreamError>((resume) => {
     const settled = (): boolean => {
-      const parts = takeAll()
+      const parts = ex.take()
       if (parts.length > 0) resume(Effect.succeed(Option.some(parts)))
-      else if (failure !== undefined) resume(Effect.fail(connectError(failure, "stream")))
-      else if (body.readableEnded) resume(Effect.succeed(Option.none()))
+      else if (ex.failure !== undefined) resume(Effect.fail(connectError(ex.failure, "stream")))
+      else if (ex.ended) resume(Effect.succeed(Option.none()))
       else return false
+      ex.wake = undefined
       return true
     }
     if (settled()) return
-    const check = () => {
-      if (settled()) stop()
-    }
-    const stop = () => {
-      body.off("readable", check)
-      body.off("end", check)
-      body.off("error", check)
-    }
-    body.on("readable", check)
-    body.on("end", check)
-    body.on("error", check)
-    return Effect.sync(stop)
+    ex.wake = settled
+    return Effect.sync(() => (ex.wake = undefined))
   })
   // Every stream stops at the provider's terminator, just before its body's end: the rest is
-  // drained rather than aborted (an abort cost about 4% of a stream's CPU: the abort errors, the
-  // signal's event, the body destroyed with an error). undici's body timeout bounds a provider
-  // that never ends its body after the terminator.
+  // dropped as it arrives rather than aborted (an abort costs the connection). undici's body
+  // timeout bounds a provider that never ends its body after the terminator.
   const close = (complete: boolean) =>
     Effect.sync(() => {
-      if (body.readableEnded) return
-      if (complete) body.resume()
-      else cancel.abort()
+      if (ex.ended) return
+      if (complete) ex.discard()
+      else ex.abort()
     })
   return { read, close }
 }
