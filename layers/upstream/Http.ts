@@ -66,7 +66,7 @@ const errorMessageOf = (bodyText: string): string => {
  */
 const upstreamPool = new Agent()
 
-/** How much of a body may wait for its reader before the socket's reads stop (a Readable's default). */
+/** How much of a body may wait for its reader before the socket's reads stop (as in undici's Readable bodies). */
 const HIGH_WATER_MARK = 64 * 1024
 
 /** The reason an exchange is cancelled with; made once (nobody reads its stack). */
