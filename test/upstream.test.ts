@@ -374,32 +374,6 @@ for (const suite of suites) {
   })
 }
 
-describe("upstream deadline", () => {
-  it.live("a JSON body that stalls after the headers times out within timeoutMs, and the request is closed", () =>
-    Effect.gen(function*() {
-      let closed = false
-      const server = http.createServer((_req, res) => {
-        res.writeHead(200, { "content-type": "application/json" })
-        res.write("{\"id\":") // the rest never comes
-        res.on("close", () => {
-          closed = true
-        })
-      })
-      yield* Effect.promise(() => new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve)))
-      const { port } = server.address() as { port: number }
-      const started = Date.now()
-      const e = yield* failureOf(adapterFor("openai").complete(makeCall(`http://127.0.0.1:${port}/v1`, {}, 300)))
-      expect(e).toMatchObject({ kind: "timeout", retryable: true })
-      expect(Date.now() - started).toBeLessThan(1_000)
-      yield* Effect.promise(async () => {
-        for (let i = 0; i < 50 && !closed; i++) await new Promise((r) => setTimeout(r, 20))
-      })
-      expect(closed).toBe(true)
-      server.closeAllConnections()
-      server.close()
-    }))
-})
-
 /** A local server for one test, with its URL; closed (connections too) by the returned effect. */
 const serve = (handler: http.RequestListener) =>
   Effect.promise(() =>
@@ -417,6 +391,29 @@ const serve = (handler: http.RequestListener) =>
       })
     })
   )
+
+describe("upstream deadline", () => {
+  it.live("a JSON body that stalls after the headers times out within timeoutMs, and the request is closed", () =>
+    Effect.gen(function*() {
+      let closed = false
+      const server = yield* serve((_req, res) => {
+        res.writeHead(200, { "content-type": "application/json" })
+        res.write("{\"id\":") // the rest never comes
+        res.on("close", () => {
+          closed = true
+        })
+      })
+      const started = Date.now()
+      const e = yield* failureOf(adapterFor("openai").complete(makeCall(`${server.url}v1`, {}, 300)))
+      expect(e).toMatchObject({ kind: "timeout", retryable: true })
+      expect(Date.now() - started).toBeLessThan(1_000)
+      yield* Effect.promise(async () => {
+        for (let i = 0; i < 50 && !closed; i++) await new Promise((r) => setTimeout(r, 20))
+      })
+      expect(closed).toBe(true)
+      yield* server.close
+    }))
+})
 
 describe("upstream bodies", () => {
   it.live("a JSON answer far larger than a stream's read-ahead arrives whole", () =>

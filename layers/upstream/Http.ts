@@ -66,6 +66,9 @@ const errorMessageOf = (bodyText: string): string => {
  */
 const upstreamPool = new Agent()
 
+/** The text without its leading byte order mark, if it has one (bodies are UTF-8; the mark is not content). */
+export const withoutBom = (text: string): string => (text.charCodeAt(0) === 0xfeff ? text.slice(1) : text)
+
 /** How much of a body may wait for its reader before the socket's reads stop (as in undici's Readable bodies). */
 const HIGH_WATER_MARK = 64 * 1024
 
@@ -138,8 +141,7 @@ class Exchange implements Dispatcher.DispatchHandler {
 
   /** The whole body as text, once it ended (a byte order mark dropped, as `body.text()` did). */
   text(): string {
-    const text = Buffer.concat(this.take()).toString("utf8")
-    return text.charCodeAt(0) === 0xfeff ? text.slice(1) : text
+    return withoutBom(Buffer.concat(this.take()).toString("utf8"))
   }
 
   /** Drops the rest of the body as it arrives: the connection goes back to the pool at its end. */

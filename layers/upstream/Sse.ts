@@ -4,7 +4,7 @@ import { Channel, Chunk, type Clock, Effect, Either, Option, Stream } from "effe
 import { StringDecoder } from "node:string_decoder"
 import type { ChatChunk, ChatCompletion, ChatMessage, ToolCall, Usage } from "../../schemas/Chat.js"
 import { objectId } from "../../src/lib/Ids.js"
-import type { ByteSource } from "./Http.js"
+import { type ByteSource, withoutBom } from "./Http.js"
 import { type UpstreamCall, UpstreamError } from "./Upstream.js"
 
 export interface SseEvent {
@@ -35,22 +35,23 @@ export class SseParser {
 
   /** The events these bytes complete. */
   push(bytes: Uint8Array): Array<SseEvent> {
-    return this.text(this.withoutBom(this.decoder.write(bytes)))
+    return this.text(this.firstText(this.decoder.write(bytes)))
   }
 
   /** End of input: a last line without its line end, and a last event without its blank line, still count. */
   end(): Array<SseEvent> {
-    const events = this.text(this.withoutBom(this.decoder.end()))
+    const events = this.text(this.firstText(this.decoder.end()))
     if (this.partial !== "") this.onLine(this.partial, events)
     this.partial = ""
     this.onLine("", events)
     return events
   }
 
-  private withoutBom(text: string): string {
+  /** The text, without a byte order mark if it is the first text decoded. */
+  private firstText(text: string): string {
     if (!this.atStart || text === "") return text
     this.atStart = false
-    return text.charCodeAt(0) === 0xfeff ? text.slice(1) : text
+    return withoutBom(text)
   }
 
   private text(text: string): Array<SseEvent> {

@@ -34,12 +34,12 @@ export const currentSpan: Effect.Effect<Option.Option<Tracer.Span>> = parentSpan
 
 const traceparentIn = Option.match({ onNone: () => null, onSome: traceparentOf })
 
-/** The current span's traceparent; null outside any trace. */
-export const currentTraceparent: Effect.Effect<string | null> = parentSpan(traceparentIn)
-
-/** `f` of the current span's traceparent, in one runtime operation (no map after the read). */
+/** `f` of the current span's traceparent (null outside any trace), in one runtime operation (no map after the read). */
 export const withTraceparent = <A>(f: (traceparent: string | null) => A): Effect.Effect<A> =>
   parentSpan((span) => f(traceparentIn(span)))
+
+/** The current span's traceparent; null outside any trace. */
+export const currentTraceparent: Effect.Effect<string | null> = withTraceparent((traceparent) => traceparent)
 
 /** Adds attributes to the current span; nothing when there is none or it is a no-op. */
 export const annotateCurrentSpan = (attributes: Record<string, unknown>): Effect.Effect<void> =>
