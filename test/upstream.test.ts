@@ -374,26 +374,27 @@ for (const suite of suites) {
   })
 }
 
-/** A local server for one test, with its URL; closed (connections too) by the returned effect. */
+/** A local server for one test, with its URL; closed (connections too) when the test's scope ends, however it ends. */
 const serve = (handler: http.RequestListener) =>
-  Effect.promise(() =>
-    new Promise<{ url: string; close: Effect.Effect<void> }>((resolve) => {
-      const server = http.createServer(handler)
-      server.listen(0, "127.0.0.1", () => {
-        const { port } = server.address() as { port: number }
-        resolve({
-          url: `http://127.0.0.1:${port}/`,
-          close: Effect.sync(() => {
-            server.closeAllConnections()
-            server.close()
-          })
+  Effect.acquireRelease(
+    Effect.promise(() =>
+      new Promise<{ url: string; server: http.Server }>((resolve) => {
+        const server = http.createServer(handler)
+        server.listen(0, "127.0.0.1", () => {
+          const { port } = server.address() as { port: number }
+          resolve({ url: `http://127.0.0.1:${port}/`, server })
         })
       })
-    })
+    ),
+    ({ server }) =>
+      Effect.sync(() => {
+        server.closeAllConnections()
+        server.close()
+      })
   )
 
 describe("upstream deadline", () => {
-  it.live("a JSON body that stalls after the headers times out within timeoutMs, and the request is closed", () =>
+  it.scopedLive("a JSON body that stalls after the headers times out within timeoutMs, and the request is closed", () =>
     Effect.gen(function*() {
       let closed = false
       const server = yield* serve((_req, res) => {
@@ -411,21 +412,19 @@ describe("upstream deadline", () => {
         for (let i = 0; i < 50 && !closed; i++) await new Promise((r) => setTimeout(r, 20))
       })
       expect(closed).toBe(true)
-      yield* server.close
     }))
 })
 
 describe("upstream bodies", () => {
-  it.live("a JSON answer far larger than a stream's read-ahead arrives whole", () =>
+  it.scopedLive("a JSON answer far larger than a stream's read-ahead arrives whole", () =>
     Effect.gen(function*() {
       const text = JSON.stringify({ content: "x".repeat(1024 * 1024) })
       const server = yield* serve((_req, res) => res.end(text))
       const received = yield* postJson({ url: server.url, headers: {}, body: {}, timeoutMs: 5_000 })
       expect(received).toBe(text)
-      yield* server.close
     }))
 
-  it.live("a non-2xx answer with a large body is a status error that carries its message", () =>
+  it.scopedLive("a non-2xx answer with a large body is a status error that carries its message", () =>
     Effect.gen(function*() {
       const server = yield* serve((_req, res) => {
         res.writeHead(500, { "content-type": "application/json" })
@@ -433,10 +432,9 @@ describe("upstream bodies", () => {
       })
       const e = yield* failureOf(postJson({ url: server.url, headers: {}, body: {}, timeoutMs: 5_000 }))
       expect(e).toMatchObject({ kind: "status", status: 500, retryable: true, message: "upstream answered 500: overloaded" })
-      yield* server.close
     }))
 
-  it.live("a stream whose reader falls behind stops the socket's reads, and reading again resumes them", () =>
+  it.scopedLive("a stream whose reader falls behind stops the socket's reads, and reading again resumes them", () =>
     Effect.gen(function*() {
       const total = 256 * 1024 * 1024
       const block = `data: ${"x".repeat(16 * 1024)}\n\n`
@@ -467,7 +465,6 @@ describe("upstream bodies", () => {
       }
       expect(sent).toBeGreaterThan(stalled)
       yield* source.close(false)
-      yield* server.close
     }))
 })
 
