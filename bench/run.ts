@@ -881,7 +881,7 @@ const renderRuns = (reports: ReadonlyArray<Report>) => {
   const last = reports.at(-1)!.machine
   const out: Array<string> = []
   out.push(`${reports.length} runs (BENCH_RUNS), ${first.date} to ${last.date.slice(11)}, each with its own processes and database; ` +
-    "the last one in full below. Latency and throughput are judged on their median over the runs, memory and correctness on the worst run.")
+    "the last run's report is given in full. Latency and throughput are judged on their median over the runs, memory and correctness on the worst run.")
   out.push("")
   out.push(`| target (DESIGN.md section 8) | budget | ${reports.map((r) => r.machine.date.slice(11, 16)).join(" | ")} | over the runs | verdict | runs met |`)
   out.push(`|---|---|${reports.map(() => "---|").join("")}---|---|---|`)
