@@ -1210,6 +1210,7 @@ const runOnce = async (): Promise<Report> => {
 const main = async () => {
   const started = performance.now()
   const reports: Array<Report> = []
+  let lastReport = ""
   for (let run = 1; run <= RUNS; run++) {
     if (RUNS > 1) log(`run ${run} of ${RUNS}`)
     try {
@@ -1217,10 +1218,12 @@ const main = async () => {
     } finally {
       await cleanup() // this run's children and database, before the next run starts
     }
-    process.stdout.write(`\n${render(reports.at(-1)!)}\n\n`)
+    lastReport = render(reports.at(-1)!)
+    process.stdout.write(`\n${lastReport}\n\n`)
   }
-  const markdown = RUNS === 1 ? render(reports[0]!) : `${renderRuns(reports)}\n\n${render(reports.at(-1)!)}`
-  if (RUNS > 1) process.stdout.write(`\n${renderRuns(reports)}\n\n`)
+  const runsTable = RUNS > 1 ? renderRuns(reports) : undefined
+  if (runsTable !== undefined) process.stdout.write(`\n${runsTable}\n\n`)
+  const markdown = runsTable === undefined ? lastReport : `${runsTable}\n\n${lastReport}`
   if (WRITE_DOC) {
     writeDoc(markdown)
     log(`wrote ${DOC}`)
