@@ -284,7 +284,7 @@ describe("OAuth round trip and tool calls", () => {
       expect(authorizeUrl.searchParams.get("redirect_uri")).toBe(`${gw.toolsUrl}/oauth/callback`)
       if (app === "github" || app === "gmail") expect(authorizeUrl.searchParams.get("code_challenge_method")).toBe("S256")
       expect(`${landingUrl.origin}${landingUrl.pathname}`).toBe(`${landing.url}/mcp/oauth-callback`)
-      expect(landing.visits.slice(before)).toEqual([{ app, status: "connected", error: null, error_description: null }])
+      expect(landing.visits.slice(before)).toEqual([{ app, status: "connected", error: null, error_description: null, nonce: null }])
 
       // The tokens at rest are sealed.
       const issued = fake.issuedTokens(app).at(-1)!
@@ -342,7 +342,7 @@ describe("OAuth round trip and tool calls", () => {
     const before = landing.visits.length
     await connect(t.endUserKey, "gmail")
     expect(landing.visits.slice(before)).toEqual([
-      { app: "gmail", status: "error", error: "access_denied", error_description: "The user denied access" }
+      { app: "gmail", status: "error", error: "access_denied", error_description: "The user denied access", nonce: null }
     ])
     const connections = await (await tools("GET", "/connections", t.endUserKey)).json()
     expect(connections.data.map((c: any) => c.appSlug)).toEqual(["zendesk"])
