@@ -14,7 +14,7 @@ import {
   type ToolAppListing,
   type ToolAppSlug
 } from "../schemas/Tools.js"
-import { durationMsConfig, countConfig } from "../src/lib/ConfigValues.js"
+import { countConfig, durationMsConfig } from "../src/lib/ConfigValues.js"
 import { allowPrivateUrls, checkUrl } from "../src/lib/SsrfGuard.js"
 import { Crypto } from "./Crypto.js"
 import type { EndUserPrincipal } from "./KeyAuth.js"
@@ -212,13 +212,13 @@ export class ToolHost extends Effect.Service<ToolHost>()("gateway/ToolHost", {
 
     /** GET {mcp_url}/connections: never tokens. */
     const listConnections = (principal: EndUserPrincipal) =>
-      requireToolScope(principal).pipe(Effect.zipRight(sql<{ readonly id: string; readonly app_slug: string; readonly created_at: Date }>`SELECT id, app_slug, created_at
-        FROM tool_connections WHERE end_user_id = ${principal.endUserId} AND is_active ORDER BY created_at, id`.pipe(
-        Effect.map((rows) => ({
-          data: rows.map((r): McpConnection => ({ id: r.id, appSlug: r.app_slug, createdAt: r.created_at.toISOString() }))
-        })),
-        Effect.orDie
-      )))
+      Effect.gen(function*() {
+        yield* requireToolScope(principal)
+        const rows = yield* sql<{ readonly id: string; readonly app_slug: string; readonly created_at: Date }>`SELECT id, app_slug,
+            created_at
+          FROM tool_connections WHERE end_user_id = ${principal.endUserId} AND is_active ORDER BY created_at, id`.pipe(Effect.orDie)
+        return { data: rows.map((r): McpConnection => ({ id: r.id, appSlug: r.app_slug, createdAt: r.created_at.toISOString() })) }
+      })
 
     /** DELETE {mcp_url}/connections/{app}: deactivates and forgets the tokens. */
     const disconnect = (principal: EndUserPrincipal, slug: string) =>
