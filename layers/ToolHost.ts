@@ -2,10 +2,19 @@
 // sealed with Crypto, refreshed on expiry, flagged for re-auth on a provider 401), metered tool
 // calls, and the MCP sessions of the tool listener. The hybrid loop reuses listTools/callTool.
 import { PgClient } from "@effect/sql-pg"
-import { Clock, Config, Duration, Effect, Either, Option, Runtime, Schedule } from "effect"
+import { Clock, Config, Duration, Effect, Either, Option, Runtime, Schedule, Schema } from "effect"
 import { randomUUID, timingSafeEqual } from "node:crypto"
 import { BadRequest, NotFound, ValidationError } from "../schemas/Errors.js"
-import type { ActivateToolApp, McpConfig, McpConnection, ToolAppActivation, ToolAppListing, ToolAppSlug } from "../schemas/Tools.js"
+import {
+  type ActivateToolApp,
+  type McpConfig,
+  type McpConnection,
+  OAuthNonce,
+  type ToolAppActivation,
+  type ToolAppListing,
+  type ToolAppSlug
+} from "../schemas/Tools.js"
+import { countConfig, durationMsConfig } from "../src/lib/ConfigValues.js"
 import { allowPrivateUrls, checkUrl } from "../src/lib/SsrfGuard.js"
 import { Crypto } from "./Crypto.js"
 import type { EndUserPrincipal } from "./KeyAuth.js"
@@ -14,6 +23,7 @@ import { makePersonalTools } from "./tools/Personal.js"
 import { makeMcpSessions } from "./tools/McpSessions.js"
 import { makeMetering } from "./tools/Metering.js"
 import { authorizeLocation, newCodeVerifier, OAuthError, requestTokens, type TokenSet } from "./tools/OAuth.js"
+import { requireToolScope } from "./tools/ToolScope.js"
 import { toolApps } from "./toolapps/Registry.js"
 import type { ToolApp, ToolResult } from "./toolapps/ToolApp.js"
 
@@ -87,6 +97,13 @@ const reauthNeeded = (slug: string) =>
 
 const appNotFound = (slug: string) => new NotFound({ code: "not_found", message: `Tool app ${slug} is not enabled for this platform` })
 
+/** Bounds of the MCP sessions of one instance (see makeMcpSessions); the lifetime is GATEWAY_MCP_SESSION_TTL. */
+const mcpSessionConfig = Config.all({
+  idleMillis: durationMsConfig("GATEWAY_MCP_SESSION_IDLE", 5 * 60_000, 1),
+  maxSessions: countConfig("GATEWAY_MCP_MAX_SESSIONS", 2000),
+  maxPerPlatform: countConfig("GATEWAY_MCP_MAX_SESSIONS_PER_PLATFORM", 500)
+})
+
 const invalidState = new BadRequest({ code: "bad_request", message: "Invalid OAuth state: unknown or forged", param: "state" })
 
 export class ToolHost extends Effect.Service<ToolHost>()("gateway/ToolHost", {
@@ -97,6 +114,7 @@ export class ToolHost extends Effect.Service<ToolHost>()("gateway/ToolHost", {
     const appUrls = yield* loadAppUrls.pipe(Effect.orDie)
     const allowPrivate = yield* allowPrivateUrls.pipe(Effect.orDie)
     const sessionTtl = yield* Config.duration("GATEWAY_MCP_SESSION_TTL").pipe(Config.withDefault(Duration.minutes(30)), Effect.orDie)
+    const sessionLimits = yield* mcpSessionConfig.pipe(Effect.orDie)
     const runtime = yield* Effect.runtime<never>()
     const runPromise = Runtime.runPromise(runtime)
     const now = Effect.map(Clock.currentTimeMillis, (ms) => new Date(ms))
@@ -178,6 +196,7 @@ export class ToolHost extends Effect.Service<ToolHost>()("gateway/ToolHost", {
     /** GET {mcp_url}/apps. `connected` means a usable connection (not waiting for re-auth). */
     const listApps = (principal: EndUserPrincipal) =>
       Effect.gen(function*() {
+        yield* requireToolScope(principal)
         const apps = yield* activeApps(principal.platformId)
         const rows = yield* sql<{ readonly app_slug: string }>`SELECT app_slug FROM tool_connections
           WHERE end_user_id = ${principal.endUserId} AND is_active AND NOT needs_reauth`.pipe(Effect.orDie)
@@ -193,17 +212,18 @@ export class ToolHost extends Effect.Service<ToolHost>()("gateway/ToolHost", {
 
     /** GET {mcp_url}/connections: never tokens. */
     const listConnections = (principal: EndUserPrincipal) =>
-      sql<{ readonly id: string; readonly app_slug: string; readonly created_at: Date }>`SELECT id, app_slug, created_at
-        FROM tool_connections WHERE end_user_id = ${principal.endUserId} AND is_active ORDER BY created_at, id`.pipe(
-        Effect.map((rows) => ({
-          data: rows.map((r): McpConnection => ({ id: r.id, appSlug: r.app_slug, createdAt: r.created_at.toISOString() }))
-        })),
-        Effect.orDie
-      )
+      Effect.gen(function*() {
+        yield* requireToolScope(principal)
+        const rows = yield* sql<{ readonly id: string; readonly app_slug: string; readonly created_at: Date }>`SELECT id, app_slug,
+            created_at
+          FROM tool_connections WHERE end_user_id = ${principal.endUserId} AND is_active ORDER BY created_at, id`.pipe(Effect.orDie)
+        return { data: rows.map((r): McpConnection => ({ id: r.id, appSlug: r.app_slug, createdAt: r.created_at.toISOString() })) }
+      })
 
     /** DELETE {mcp_url}/connections/{app}: deactivates and forgets the tokens. */
     const disconnect = (principal: EndUserPrincipal, slug: string) =>
       Effect.gen(function*() {
+        yield* requireToolScope(principal)
         const rows = yield* sql`UPDATE tool_connections SET is_active = false, access_token_encrypted = NULL,
             refresh_token_encrypted = NULL, updated_at = now()
           WHERE end_user_id = ${principal.endUserId} AND app_slug = ${slug} AND is_active RETURNING id`.pipe(Effect.orDie)
@@ -218,45 +238,76 @@ export class ToolHost extends Effect.Service<ToolHost>()("gateway/ToolHost", {
 
     // --- OAuth ----------------------------------------------------------------------------
 
-    const signState = (nonce: string) => `${nonce}.${crypto.hmac("oauth-state", nonce)}`
+    // The state is `{row id}[.{platform nonce}].{HMAC of what precedes}`: the nonce travels signed
+    // through the provider and back, so it needs no column; the row makes the state single use.
+    const signState = (stateId: string, nonce: string | undefined) => {
+      const payload = nonce === undefined ? stateId : `${stateId}.${nonce}`
+      return `${payload}.${crypto.hmac("oauth-state", payload)}`
+    }
 
-    /** The nonce of a state we signed, or undefined for anything forged or malformed. */
-    const verifyState = (state: string | undefined): string | undefined => {
+    /** The row id and platform nonce of a state we signed, or undefined for anything forged or malformed. */
+    const verifyState = (state: string | undefined): { readonly stateId: string; readonly nonce: string | undefined } | undefined => {
       if (state === undefined) return undefined
       const dot = state.lastIndexOf(".")
       if (dot <= 0) return undefined
-      const nonce = state.slice(0, dot)
+      const payload = state.slice(0, dot)
       const given = Buffer.from(state.slice(dot + 1))
-      const expected = Buffer.from(crypto.hmac("oauth-state", nonce))
+      const expected = Buffer.from(crypto.hmac("oauth-state", payload))
       if (given.length !== expected.length || !timingSafeEqual(given, expected)) return undefined
-      return /^[0-9a-f-]{36}$/.test(nonce) ? nonce : undefined
+      const [stateId = "", nonce, ...rest] = payload.split(".")
+      if (rest.length > 0 || !/^[0-9a-f-]{36}$/.test(stateId)) return undefined
+      if (nonce !== undefined && !Schema.is(OAuthNonce)(nonce)) return undefined
+      return { stateId, nonce }
     }
 
-    /** GET {mcp_url}/oauth/authorize?app=: the provider consent URL, with a fresh single-use state. */
-    const authorize = (principal: EndUserPrincipal, slug: string, mcpUrl: string) =>
+    const checkNonce = (nonce: string | undefined) =>
+      nonce === undefined || Schema.is(OAuthNonce)(nonce)
+        ? Effect.succeed(nonce)
+        : Effect.fail(
+          new ValidationError({
+            code: "validation_error",
+            param: "nonce",
+            message: "nonce: 1 to 128 characters of A-Z, a-z, 0-9, '-' and '_'"
+          })
+        )
+
+    /**
+     * GET {mcp_url}/oauth/authorize?app=[&nonce=]: the provider consent URL, with a fresh
+     * single-use state that carries the platform's nonce back to its landing route.
+     */
+    const authorize = (principal: EndUserPrincipal, slug: string, mcpUrl: string, platformNonce?: string | undefined) =>
       Effect.gen(function*() {
+        yield* requireToolScope(principal)
+        const nonce = yield* checkNonce(platformNonce)
         const { app, activation: act } = yield* activeApp(principal.platformId, slug)
-        const nonce = randomUUID()
+        const stateId = randomUUID()
         const verifier = app.oauth.pkce ? newCodeVerifier() : null
         const redirectUri = `${mcpUrl}/oauth/callback`
         const at = yield* now
         yield* sql`INSERT INTO oauth_states (id, platform_id, end_user_id, app_slug, code_verifier_encrypted, redirect_uri, expires_at)
-          VALUES (${nonce}, ${principal.platformId}, ${principal.endUserId}, ${app.slug},
+          VALUES (${stateId}, ${principal.platformId}, ${principal.endUserId}, ${app.slug},
             ${verifier === null ? null : crypto.encrypt(verifier)}, ${redirectUri}, ${new Date(at.getTime() + STATE_TTL_MS)})`.pipe(
           Effect.orDie
         )
         return authorizeLocation(app, urlsOf(app), {
           clientId: act.client_id,
           redirectUri,
-          state: signState(nonce),
+          state: signState(stateId, nonce),
           codeVerifier: verifier
         })
       }).pipe(Effect.withSpan("ToolHost.authorize", { attributes: { "tool.app": slug } }))
 
-    const landing = (baseUrl: string, slug: string, outcome: { readonly error: string; readonly description: string } | null) => {
+    const landing = (
+      baseUrl: string,
+      slug: string,
+      nonce: string | undefined,
+      outcome: { readonly error: string; readonly description: string } | null
+    ) => {
       const url = new URL(`${baseUrl.replace(/\/+$/, "")}/mcp/oauth-callback`)
       url.searchParams.set("app", slug)
       url.searchParams.set("status", outcome === null ? "connected" : "error")
+      // The landing route compares it with the nonce bound to the browser that started the flow.
+      if (nonce !== undefined) url.searchParams.set("nonce", nonce)
       if (outcome !== null) {
         url.searchParams.set("error", outcome.error)
         url.searchParams.set("error_description", outcome.description)
@@ -284,18 +335,19 @@ export class ToolHost extends Effect.Service<ToolHost>()("gateway/ToolHost", {
      */
     const callback = (query: CallbackQuery) =>
       Effect.gen(function*() {
-        const nonce = verifyState(query.state)
-        if (nonce === undefined) return yield* invalidState
+        const verified = verifyState(query.state)
+        if (verified === undefined) return yield* invalidState
+        const { stateId, nonce } = verified
         const at = yield* now
         const [claimed] = yield* sql<StateRow>`UPDATE oauth_states SET used_at = ${at}
-          WHERE id = ${nonce} AND used_at IS NULL AND expires_at > ${at} RETURNING *`.pipe(Effect.orDie)
-        const state = claimed ?? (yield* sql<StateRow>`SELECT * FROM oauth_states WHERE id = ${nonce}`.pipe(Effect.orDie))[0]
+          WHERE id = ${stateId} AND used_at IS NULL AND expires_at > ${at} RETURNING *`.pipe(Effect.orDie)
+        const state = claimed ?? (yield* sql<StateRow>`SELECT * FROM oauth_states WHERE id = ${stateId}`.pipe(Effect.orDie))[0]
         if (state === undefined) return yield* invalidState
         const app = appOf(state.app_slug)
         const act = yield* activation(state.platform_id, state.app_slug)
         if (app === undefined || Option.isNone(act)) return yield* invalidState
         const back = (outcome: { readonly error: string; readonly description: string } | null) =>
-          landing(act.value.base_url, state.app_slug, outcome)
+          landing(act.value.base_url, state.app_slug, nonce, outcome)
         if (claimed === undefined) {
           return back({ error: "invalid_state", description: "This authorization link was already used or has expired; start again" })
         }
@@ -379,7 +431,10 @@ export class ToolHost extends Effect.Service<ToolHost>()("gateway/ToolHost", {
 
     /** The app's tools as MCP lists them (`{slug}_{tool}`); NotFound unless active on the platform. */
     const listTools = (principal: EndUserPrincipal, slug: string) =>
-      Effect.map(activeApp(principal.platformId, slug), ({ app }): ReadonlyArray<ToolListing> => listingOf(app))
+      requireToolScope(principal).pipe(
+        Effect.zipRight(activeApp(principal.platformId, slug)),
+        Effect.map(({ app }): ReadonlyArray<ToolListing> => listingOf(app))
+      )
 
     /**
      * Runs one tool as the end user and meters it. Only calls that reached the provider count
@@ -388,6 +443,8 @@ export class ToolHost extends Effect.Service<ToolHost>()("gateway/ToolHost", {
      */
     const callTool = (principal: EndUserPrincipal, slug: string, toolName: string, args: Readonly<Record<string, unknown>>) =>
       Effect.gen(function*() {
+        // Before anything reaches the provider or the meter.
+        yield* requireToolScope(principal)
         const { app, activation: act } = yield* activeApp(principal.platformId, slug)
         const tool = findTool(app, toolName)
         if (tool === undefined) return text(`Unknown tool ${toolName} for app ${slug}`, true)
@@ -428,17 +485,21 @@ export class ToolHost extends Effect.Service<ToolHost>()("gateway/ToolHost", {
     const callPersonal = (principal: EndUserPrincipal, name: string, args: Readonly<Record<string, unknown>>) =>
       personal.call(principal, name, args).pipe(Effect.tap(() => metering.displayOnly(principal)))
 
-    const sessions = makeMcpSessions(Duration.toMillis(sessionTtl), {
+    const sessions = yield* makeMcpSessions({ ttlMillis: Duration.toMillis(sessionTtl), ...sessionLimits }, {
       listTools: (principal, slug) => runPromise(slug === PERSONAL ? personal.list(principal) : listTools(principal, slug)),
       callTool: (principal, slug, name, args) =>
         runPromise(
           slug === PERSONAL ? callPersonal(principal, name, args) : callTool(principal, slug, name, args).pipe(
-            // The app was deactivated while the session was open.
-            Effect.catchTag("NotFound", (e) => Effect.succeed(text(e.message, true)))
+            // The app was deactivated while the session was open (the scope is checked per request
+            // before this; a refusal here would be a result too, never a protocol failure).
+            Effect.catchTags({
+              NotFound: (e) => Effect.succeed(text(e.message, true)),
+              Forbidden: (e) => Effect.succeed(text(`${e.code}: ${e.message}`, true))
+            })
           )
         )
     })
-    const reapEvery = Duration.min(sessionTtl, Duration.seconds(30))
+    const reapEvery = Duration.min(Duration.min(sessionTtl, Duration.millis(sessionLimits.idleMillis)), Duration.seconds(30))
     yield* sessions.reap.pipe(
       // Expired OAuth states are useless after a day (kept that long to tell "expired" from "forged").
       Effect.zipRight(sql`DELETE FROM oauth_states WHERE expires_at < now() - interval '1 day'`.pipe(Effect.ignore)),
@@ -447,11 +508,15 @@ export class ToolHost extends Effect.Service<ToolHost>()("gateway/ToolHost", {
     )
     yield* Effect.addFinalizer(() => sessions.closeAll)
 
-    /** One MCP HTTP request of an authenticated end user; NotFound when the app is not active. */
+    /**
+     * One MCP HTTP request of an authenticated end user: 403 insufficient_scope for a key without
+     * the tool scope (every message, initialize included), NotFound when the app is not active.
+     */
     const handleMcp = (principal: EndUserPrincipal, slug: string, request: Request, parsedBody: unknown) =>
-      slug === PERSONAL
-        ? sessions.handle(principal, slug, request, parsedBody)
-        : Effect.zipRight(activeApp(principal.platformId, slug), sessions.handle(principal, slug, request, parsedBody))
+      requireToolScope(principal).pipe(
+        Effect.zipRight(slug === PERSONAL ? Effect.void : activeApp(principal.platformId, slug)),
+        Effect.zipRight(sessions.handle(principal, slug, request, parsedBody))
+      )
 
     return {
       activate,

@@ -4,7 +4,11 @@ import { LimitParam, NullableTimestamp, PageParam, strict, Text, Timestamp } fro
 
 export const KeyName = Text.pipe(Schema.minLength(1), Schema.maxLength(100))
 export const Scope = Schema.String.pipe(Schema.pattern(/^[a-z][a-z0-9_.:-]{0,63}$/))
-export const Scopes = Schema.Array(Scope).pipe(Schema.maxItems(32))
+export const Scopes = Schema.Array(Scope).pipe(Schema.maxItems(32)).annotations({
+  description: "What the key may do (default [\"inference\"]). inference: chat completions, responses, capabilities " +
+    "search and run, and the tool service; tools: the tool service only (tool apps, OAuth connections, MCP). " +
+    "Other values are stored and grant nothing."
+})
 
 export const ApiKey = Schema.Struct({
   id: Schema.String,

@@ -1,5 +1,5 @@
-// Wire shapes of the tool service: app activation (platform key), /v1/me/mcp-config, and the
-// tool listener's /apps and /connections bodies.
+// Wire shapes of the tool service: app activation (platform key), /v1/me/mcp-config, the OAuth
+// nonce, and the tool listener's /apps and /connections bodies.
 import { Schema } from "effect"
 import { strict, Text, Timestamp } from "./Common.js"
 
@@ -51,6 +51,13 @@ export const McpConfig = Schema.Struct({
   openai: Schema.Array(OpenAiMcpTool)
 })
 export type McpConfig = typeof McpConfig.Type
+
+/**
+ * The platform's `nonce` on GET {mcp_url}/oauth/authorize: echoed to its landing route, where it
+ * must match the one bound to the browser that started the flow. URL-safe so it travels inside
+ * the OAuth state unescaped (no dots: the state uses them as separators).
+ */
+export const OAuthNonce = Schema.String.pipe(Schema.pattern(/^[A-Za-z0-9_-]{1,128}$/))
 
 /** GET {mcp_url}/apps item. */
 export interface ToolAppListing {

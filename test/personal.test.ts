@@ -2,7 +2,7 @@
 // platform has skills_enabled, the capabilities agent tools when capabilities are enabled (the
 // same policy and money as the HTTP endpoints), and the display rule tool_call on each call.
 import { Client } from "@modelcontextprotocol/sdk/client/index.js"
-import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
+import { StreamableHTTPClientTransport, StreamableHTTPError } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { type FakeCapabilityProvider, startFakeCapabilityProvider } from "./fakes/FakeCapabilityProvider.js"
 import { createEndUser, createPlatform, type Gateway, startGateway, upsertCapability } from "./support/Gateway.js"
@@ -111,5 +111,43 @@ describe("the per-user tool URL", () => {
     } finally {
       await close()
     }
+  })
+
+  it("a tools-only key gets skills and browsing but not capability search/run; a key without tools or inference is refused", async () => {
+    const t = await tenant({ capabilities: { enabled: true } }, true)
+    const keyWith = async (scopes: ReadonlyArray<string>) => {
+      const res = await gw.call("POST", `/v1/platforms/${t.platformId}/api-keys`, {
+        key: t.platformKey,
+        body: { end_user_id: t.endUserId, scopes }
+      })
+      expect(res.status).toBe(201)
+      return res.body.raw_key as string
+    }
+    const { client, close } = await connect(await keyWith(["tools"]))
+    try {
+      const names = (await client.listTools()).tools.map((tool) => tool.name).sort()
+      expect(names).toEqual([
+        "create_skill",
+        "delete_skill",
+        "fetch_skill",
+        "find_skill",
+        "list_capabilities",
+        "list_providers",
+        "submit_skill_review"
+      ])
+      expect(JSON.parse(textOf(await client.callTool({ name: "list_capabilities", arguments: {} }))).enabled).toBe(true)
+      // Not offered, and refused when named anyway, as POST /v1/capabilities/run refuses it.
+      const run = await client.callTool({ name: "capability_run", arguments: { capability: providerUid, input: { q: "where" } } })
+      expect(run.isError).toBe(true)
+      expect(textOf(run)).toMatch(/^insufficient_scope: /)
+    } finally {
+      await close()
+    }
+    const { rows: [budget] } = await gw.db.pool.query("SELECT used_usd::text FROM budgets WHERE end_user_id = $1 AND deleted_at IS NULL", [t.endUserId])
+    expect(budget).toEqual({ used_usd: "0" })
+
+    const refused = await connect(await keyWith([])).then(() => undefined, (e: unknown) => e)
+    expect(refused).toBeInstanceOf(StreamableHTTPError)
+    expect((refused as StreamableHTTPError).code).toBe(403)
   })
 })

@@ -241,8 +241,8 @@ const sample: Record<FakeApp, { readonly name: string; readonly args: Record<str
 }
 
 /** The browser's part of the OAuth flow: gateway authorize -> provider consent -> callback -> landing. */
-const connect = async (key: string, app: string) => {
-  const start = await tools("GET", `/oauth/authorize?app=${app}`, key)
+const connect = async (key: string, app: string, nonce?: string) => {
+  const start = await tools("GET", `/oauth/authorize?app=${app}${nonce === undefined ? "" : `&nonce=${nonce}`}`, key)
   expect(start.status).toBe(302)
   const authorizeUrl = new URL(start.headers.get("location")!)
   const consent = await fetch(authorizeUrl, { redirect: "manual" })
@@ -284,7 +284,7 @@ describe("OAuth round trip and tool calls", () => {
       expect(authorizeUrl.searchParams.get("redirect_uri")).toBe(`${gw.toolsUrl}/oauth/callback`)
       if (app === "github" || app === "gmail") expect(authorizeUrl.searchParams.get("code_challenge_method")).toBe("S256")
       expect(`${landingUrl.origin}${landingUrl.pathname}`).toBe(`${landing.url}/mcp/oauth-callback`)
-      expect(landing.visits.slice(before)).toEqual([{ app, status: "connected", error: null, error_description: null }])
+      expect(landing.visits.slice(before)).toEqual([{ app, status: "connected", error: null, error_description: null, nonce: null }])
 
       // The tokens at rest are sealed.
       const issued = fake.issuedTokens(app).at(-1)!
@@ -342,10 +342,56 @@ describe("OAuth round trip and tool calls", () => {
     const before = landing.visits.length
     await connect(t.endUserKey, "gmail")
     expect(landing.visits.slice(before)).toEqual([
-      { app: "gmail", status: "error", error: "access_denied", error_description: "The user denied access" }
+      { app: "gmail", status: "error", error: "access_denied", error_description: "The user denied access", nonce: null }
     ])
     const connections = await (await tools("GET", "/connections", t.endUserKey)).json()
     expect(connections.data.map((c: any) => c.appSlug)).toEqual(["zendesk"])
+  })
+
+  it("the platform's nonce rides in the signed state and comes back to the landing route, on success and on error", async () => {
+    const t = await tenantWithApps()
+    const before = landing.visits.length
+    const { authorizeUrl, callbackUrl } = await connect(t.endUserKey, "github", "n0nce_ABC-123")
+    expect(authorizeUrl.searchParams.get("state")).toContain(".n0nce_ABC-123.")
+    // A replayed link lands as an error, with the same nonce.
+    const replay = await fetch(callbackUrl, { redirect: "manual" })
+    expect((await fetch(replay.headers.get("location")!)).status).toBe(200)
+    fake.denyNextAuthorize("gmail")
+    await connect(t.endUserKey, "gmail", "deny-1")
+    // Without a nonce the landing gets none.
+    await connect(t.endUserKey, "slack")
+    expect(landing.visits.slice(before)).toEqual([
+      { app: "github", status: "connected", error: null, error_description: null, nonce: "n0nce_ABC-123" },
+      { app: "github", status: "error", error: "invalid_state", error_description: expect.any(String), nonce: "n0nce_ABC-123" },
+      { app: "gmail", status: "error", error: "access_denied", error_description: "The user denied access", nonce: "deny-1" },
+      { app: "slack", status: "connected", error: null, error_description: null, nonce: null }
+    ])
+
+    // The nonce is covered by the state's signature: swapping it makes the state a forgery.
+    const start = await tools("GET", "/oauth/authorize?app=zendesk&nonce=mine", t.endUserKey)
+    const consent = await fetch(start.headers.get("location")!, { redirect: "manual" })
+    const swapped = new URL(consent.headers.get("location")!)
+    swapped.searchParams.set("state", swapped.searchParams.get("state")!.replace(".mine.", ".theirs."))
+    const forged = await fetch(swapped, { redirect: "manual" })
+    expect(forged.status).toBe(400)
+    expect(forged.headers.get("location")).toBeNull()
+    const connections = await (await tools("GET", "/connections", t.endUserKey)).json()
+    expect(connections.data.map((c: any) => c.appSlug)).toEqual(["github", "slack"])
+  })
+
+  it("a nonce with other characters or over 128 is 422 and starts nothing", async () => {
+    const t = await tenantWithApps()
+    const states = async () =>
+      (await gw.db.pool.query("SELECT count(*)::int AS n FROM oauth_states WHERE end_user_id = $1", [t.endUserId])).rows[0].n
+    for (const nonce of ["a.b", "a%20b", "%3Cx%3E", "caf%C3%A9", "", "x".repeat(129)]) {
+      const res = await tools("GET", `/oauth/authorize?app=github&nonce=${nonce}`, t.endUserKey)
+      expect(res.status, nonce).toBe(422)
+      expect(res.headers.get("location")).toBeNull()
+      expect((await res.json()).error).toMatchObject({ code: "validation_error", param: "nonce" })
+    }
+    expect(await states()).toBe(0)
+    expect((await tools("GET", `/oauth/authorize?app=github&nonce=${"x".repeat(128)}`, t.endUserKey)).status).toBe(302)
+    expect(await states()).toBe(1)
   })
 
   it("refreshes an expired token before the call", async () => {

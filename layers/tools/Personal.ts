@@ -1,6 +1,6 @@
 // The per-user tool URL {mcp_url}/mcp: the skills family (when the platform has skills_enabled)
 // and the capabilities agent tools (when capabilities are enabled), each wrapping the same
-// service calls as the HTTP endpoints, so the same policy and money rules apply.
+// service calls as the HTTP endpoints, so the same policy, scope and money rules apply.
 import { Effect, Schema } from "effect"
 import {
   CapabilityDetail,
@@ -23,6 +23,8 @@ const failure = (message: string): ToolResult => ({ content: [{ type: "text", te
 
 interface Capable {
   readonly listing: ToolListing
+  /** Search and run need the inference scope, as on the HTTP endpoints; browsing does not. */
+  readonly needsInference: boolean
   readonly run: (caller: EndUserPrincipal, args: Readonly<Record<string, unknown>>) => Effect.Effect<ToolResult>
 }
 
@@ -48,6 +50,7 @@ export const makePersonalTools = Effect.gen(function*() {
         description: "List the capability shelves (search, scraping, enrichment, ...) with provider counts and prices.",
         inputSchema: { type: "object", properties: {} }
       },
+      needsInference: false,
       run: (caller) => answer(CapabilityList, capabilities.listCapabilities(caller))
     },
     {
@@ -67,6 +70,7 @@ export const makePersonalTools = Effect.gen(function*() {
           required: ["capability"]
         }
       },
+      needsInference: false,
       run: (caller, args) => {
         const slug = typeof args.capability === "string" ? args.capability : ""
         const num = (v: unknown) => (typeof v === "number" && Number.isFinite(v) ? v : undefined)
@@ -92,6 +96,7 @@ export const makePersonalTools = Effect.gen(function*() {
           required: ["query"]
         }
       },
+      needsInference: true,
       run: (caller, args) =>
         answer(SearchResponse, Effect.flatMap(decode(SearchRequest, args), (body) => capabilities.search(caller, body.query, body.limit)))
     },
@@ -109,6 +114,7 @@ export const makePersonalTools = Effect.gen(function*() {
           required: ["capability"]
         }
       },
+      needsInference: true,
       run: (caller, args) => answer(RunResponse, Effect.flatMap(decode(RunRequest, args), (body) => capabilities.run(caller, body)))
     }
   ]
@@ -121,7 +127,11 @@ export const makePersonalTools = Effect.gen(function*() {
     Effect.gen(function*() {
       const offered: Array<ToolListing> = []
       if (yield* skills.enabled(caller.platformId)) offered.push(...skills.tools.map(({ run: _run, ...listing }) => listing))
-      if (yield* capabilitiesEnabled(caller)) offered.push(...capabilityTools.map((t) => t.listing))
+      if (yield* capabilitiesEnabled(caller)) {
+        // A key with only the tools scope is not offered what it could not run.
+        const inference = caller.scopes.includes("inference")
+        offered.push(...capabilityTools.filter((t) => inference || !t.needsInference).map((t) => t.listing))
+      }
       return offered
     })
 

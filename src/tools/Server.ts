@@ -78,7 +78,7 @@ const authorize = Effect.gen(function*() {
     return yield* new ValidationError({ code: "validation_error", message: "app: the app slug is required", param: "app" })
   }
   const mcpUrl = yield* mcpPublicUrl
-  return redirect(yield* (yield* ToolHost).authorize(principal, app, mcpUrl))
+  return redirect(yield* (yield* ToolHost).authorize(principal, app, mcpUrl, yield* queryParam("nonce")))
 })
 
 /** No key here: the provider sends the browser back; the signed single-use state is the proof. */

@@ -1,5 +1,5 @@
 // The platform's side of the OAuth flow: a real node:http server standing in for {base_url},
-// recording every visit to /mcp/oauth-callback (the landing route platforms implement).
+// recording every visit to /mcp/oauth-callback (the landing route platforms implement), nonce included.
 import { createServer } from "node:http"
 import type { AddressInfo } from "node:net"
 
@@ -8,6 +8,8 @@ export interface LandingVisit {
   readonly status: string | null
   readonly error: string | null
   readonly error_description: string | null
+  /** The platform's nonce echoed by the gateway (null when the flow was started without one). */
+  readonly nonce: string | null
 }
 
 export interface OAuthLanding {
@@ -25,7 +27,7 @@ export const startOAuthLanding = async (): Promise<OAuthLanding> => {
       return
     }
     const q = url.searchParams
-    visits.push({ app: q.get("app"), status: q.get("status"), error: q.get("error"), error_description: q.get("error_description") })
+    visits.push({ app: q.get("app"), status: q.get("status"), error: q.get("error"), error_description: q.get("error_description"), nonce: q.get("nonce") })
     res.writeHead(200, { "content-type": "text/html" }).end("<p>Thanks, you can close this window.</p>")
   })
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))
