@@ -1,0 +1,113 @@
+// Webhook dispatch is fair across tenants: one platform's hanging receivers hold only its own
+// share of the send slots, and an endpoint never sees more concurrent requests than its limit.
+// Two gateway instances share the outbox throughout, so the limits hold across instances.
+import { randomUUID } from "node:crypto"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { startReceiver, type WebhookReceiver } from "./fakes/WebhookReceiver.js"
+import { createEndUser, createPlatform, type Gateway, ok, startGateway } from "./support/Gateway.js"
+
+const PLATFORM_CONCURRENCY = 8
+const ENDPOINT_CONCURRENCY = 4
+/** More endpoints than the old dispatcher's batch of 20: it waited for all of them at once. */
+const HANGING_ENDPOINTS = 24
+
+const env = {
+  GATEWAY_ALLOW_PRIVATE_URLS: "true",
+  // Long enough that no hanging send is cut while a test looks at it.
+  GATEWAY_WEBHOOK_TIMEOUT: "5m",
+  GATEWAY_WEBHOOK_PLATFORM_CONCURRENCY: String(PLATFORM_CONCURRENCY),
+  GATEWAY_WEBHOOK_ENDPOINT_CONCURRENCY: String(ENDPOINT_CONCURRENCY)
+}
+
+let gw: Gateway
+const receivers: Array<WebhookReceiver> = []
+
+beforeAll(async () => {
+  gw = await startGateway({ env })
+  await gw.startPeer() // a second dispatcher on the same outbox
+})
+afterAll(async () => {
+  // Receivers first: closing them cuts the held requests, so the instances' shutdown (which
+  // waits for sends in flight) is not held up by them.
+  for (const r of receivers) await r.close()
+  await gw?.close()
+})
+
+const receiver = async (options?: Parameters<typeof startReceiver>[0]) => {
+  const r = await startReceiver(options)
+  receivers.push(r)
+  return r
+}
+
+/** A platform with one end user and a budget; `topup` makes one budget.topped_up event. */
+const tenant = async () => {
+  const { platformId, platformKey } = await createPlatform(gw)
+  const { endUserId } = await createEndUser(gw, platformId, platformKey, `u-${randomUUID()}`)
+  const budget = `/v1/platforms/${platformId}/end-users/${endUserId}/budget`
+  ok(await gw.call("POST", budget, { key: platformKey, body: { max_usd: 10 } }), 201)
+  const endpoints = `/v1/platforms/${platformId}/webhook-endpoints`
+  return {
+    platformId,
+    platformKey,
+    endpoints,
+    register: (url: string) =>
+      gw.call("POST", endpoints, { key: platformKey, body: { url, event_types: ["budget.topped_up"] } }),
+    topup: async () => ok(await gw.call("POST", `${budget}/topup`, { key: platformKey, body: { amount_usd: 1 } })).body
+  }
+}
+
+describe("fair dispatch", () => {
+  it("a tenant's hanging receivers do not delay another tenant's delivery: it arrives while they still hang", async () => {
+    const hostile = await tenant()
+    const hanging = await receiver({ hang: true })
+    for (let i = 0; i < HANGING_ENDPOINTS; i++) ok(await hostile.register(`${hanging.url}/${i}`), 201)
+    await hostile.topup() // one delivery per endpoint, all due now
+
+    // The hostile platform gets its share of the slots, over both instances, and no more.
+    await hanging.waitFor((r) => r.open >= PLATFORM_CONCURRENCY)
+
+    const other = await tenant()
+    const healthy = await receiver()
+    healthy.secret = ok(await other.register(healthy.url), 201).body.secret
+    const topup = await other.topup()
+    await healthy.waitFor((r) => r.events.length === 1)
+
+    // At the moment the other tenant's event is in, every hanging send is still open, unanswered.
+    expect({ open: hanging.open, answered: hanging.requests.length, abandoned: hanging.abandoned }).toEqual({
+      open: PLATFORM_CONCURRENCY,
+      answered: 0,
+      abandoned: 0
+    })
+    expect(healthy.events[0]!.body.event_id).toBe(`${topup.transaction.id}:budget.topped_up`)
+    expect(hanging.peakOpen).toBe(PLATFORM_CONCURRENCY)
+    // The hostile platform's other deliveries wait their turn, unclaimed, instead of taking slots.
+    const rows = await gw.db.pool.query<{ leased: number; waiting: number }>(
+      `SELECT count(*) FILTER (WHERE d.lease_until > now())::int AS leased,
+              count(*) FILTER (WHERE d.lease_until IS NULL)::int AS waiting
+         FROM webhook_deliveries d JOIN webhook_endpoints ep ON ep.id = d.endpoint_id
+        WHERE ep.platform_id = $1 AND d.status = 'pending'`,
+      [hostile.platformId]
+    )
+    expect(rows.rows[0]).toEqual({ leased: PLATFORM_CONCURRENCY, waiting: HANGING_ENDPOINTS - PLATFORM_CONCURRENCY })
+  })
+
+  it("an endpoint never has more requests in flight than its limit, across instances; every event still arrives once", async () => {
+    const t = await tenant()
+    const held = await receiver({ hang: true })
+    held.secret = ok(await t.register(held.url), 201).body.secret
+    const events = 10
+    const ids: Array<string> = []
+    for (let i = 0; i < events; i++) ids.push(`${(await t.topup()).transaction.id}:budget.topped_up`)
+
+    // All ten are due; the endpoint gets its limit's worth, then one more for each answer.
+    await held.waitFor((r) => r.open >= ENDPOINT_CONCURRENCY)
+    while (held.events.length < events) {
+      await held.waitFor((r) => r.open > 0 || r.events.length === events)
+      held.release()
+    }
+    expect(held.peakOpen).toBe(ENDPOINT_CONCURRENCY)
+    expect(held.events.map((e) => e.body.event_id).sort()).toEqual(ids.sort())
+    expect(held.requests).toHaveLength(events)
+    expect(held.invalid).toEqual([])
+  })
+})
