@@ -1,14 +1,14 @@
 // WebhookOutbox: budget events written as outbox rows inside the ledger transaction, then
 // delivered (Standard Webhooks signature, retried by GATEWAY_WEBHOOK_RETRY_SCHEDULE, W3C
 // traceparent of the enqueuing trace) by a dispatcher that several instances may run at once,
-// fair across platforms. WebhookEndpoints: the tenant's endpoints.
+// fair across platforms. WebhookEndpoints: the tenant's endpoints, capped per platform.
 import { Headers, HttpTraceContext } from "@effect/platform"
 import { PgClient } from "@effect/sql-pg"
 import { BigDecimal, Clock, Config, Effect, FiberSet, Metric, Option, Queue, Ref, Schema, Stream, type Tracer } from "effect"
 import { createHmac, randomBytes } from "node:crypto"
 import * as http from "node:http"
 import * as https from "node:https"
-import { NotFound, ValidationError } from "../schemas/Errors.js"
+import { Conflict, NotFound, ValidationError } from "../schemas/Errors.js"
 import {
   API_VERSION,
   DEFAULT_EVENT_TYPES,
@@ -68,6 +68,9 @@ export const dispatchLimitsConfig = Config.all({
   platformConcurrency: countConfig("GATEWAY_WEBHOOK_PLATFORM_CONCURRENCY", 8),
   endpointConcurrency: countConfig("GATEWAY_WEBHOOK_ENDPOINT_CONCURRENCY", 4)
 })
+
+/** The most endpoints one platform may register. */
+export const maxEndpointsConfig = countConfig("GATEWAY_WEBHOOK_MAX_ENDPOINTS", 20)
 
 const money = (x: BigDecimal.BigDecimal): number => Number(BigDecimal.format(BigDecimal.normalize(x)))
 
@@ -465,20 +468,43 @@ export class WebhookEndpoints extends Effect.Service<WebhookEndpoints>()("gatewa
     const crypto = yield* Crypto
     const allowPrivate = yield* allowPrivateUrls.pipe(Effect.orDie)
 
+    const maxEndpoints = yield* maxEndpointsConfig.pipe(Effect.orDie)
+
+    const endpointLimitReached = new Conflict({
+      code: "conflict",
+      message: `This platform already has the most webhook endpoints allowed (${maxEndpoints}); delete one before registering another`
+    })
+
+    /**
+     * Counts and inserts under a lock of the platform row, so two registrations at the limit take
+     * turns and only one passes. NO KEY UPDATE: rows that merely reference the platform (logs,
+     * ledger entries) take KEY SHARE and are not held up.
+     */
+    const insertWithinLimit = (platformId: string, url: string, secret: string, eventTypes: ReadonlyArray<WebhookEventType> | undefined) =>
+      Effect.gen(function*() {
+        yield* sql`SELECT 1 FROM platforms WHERE id = ${platformId} FOR NO KEY UPDATE`
+        const [counted] = yield* sql<{ total: number }>`SELECT count(*)::int AS total FROM webhook_endpoints
+          WHERE platform_id = ${platformId}`
+        if (counted!.total >= maxEndpoints) return yield* endpointLimitReached
+        const [row] = yield* sql<EndpointRow>`INSERT INTO webhook_endpoints (platform_id, url, secret_encrypted, event_types)
+          VALUES (${platformId}, ${url}, ${crypto.encrypt(secret)},
+            ${eventTypes === undefined ? null : [...eventTypes]}::text[])
+          RETURNING ${sql.literal(ENDPOINT_COLUMNS)}`
+        return row!
+      }).pipe(sql.withTransaction, Effect.catchTag("SqlError", Effect.die))
+
     const createEndpoint = (
       platformId: string,
       input: { readonly url: string; readonly event_types?: ReadonlyArray<WebhookEventType> | undefined }
     ) =>
       Effect.gen(function*() {
+        // The URL's DNS check runs before the lock: nothing slow is done while holding it.
         yield* checkUrl(input.url, allowPrivate).pipe(
           Effect.mapError((e) => new ValidationError({ code: "validation_error", param: "url", message: e.message }))
         )
         const secret = newSecret()
-        const [row] = yield* sql<EndpointRow>`INSERT INTO webhook_endpoints (platform_id, url, secret_encrypted, event_types)
-          VALUES (${platformId}, ${input.url}, ${crypto.encrypt(secret)},
-            ${input.event_types === undefined ? null : [...input.event_types]}::text[])
-          RETURNING ${sql.literal(ENDPOINT_COLUMNS)}`.pipe(Effect.orDie)
-        const created: WebhookEndpointCreated = { ...toEndpoint(row!), secret }
+        const row = yield* insertWithinLimit(platformId, input.url, secret, input.event_types)
+        const created: WebhookEndpointCreated = { ...toEndpoint(row), secret }
         return created
       }).pipe(Effect.withSpan("WebhookOutbox.createEndpoint"))
 

@@ -1,6 +1,7 @@
 // Webhook dispatch is fair across tenants: one platform's hanging receivers hold only its own
-// share of the send slots, and an endpoint never sees more concurrent requests than its limit.
-// Two gateway instances share the outbox throughout, so the limits hold across instances.
+// share of the send slots, an endpoint never sees more concurrent requests than its limit, and
+// the endpoint cap per platform holds under concurrent registrations. Two gateway instances
+// share the outbox throughout, so the limits are shown to hold across instances.
 import { randomUUID } from "node:crypto"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { startReceiver, type WebhookReceiver } from "./fakes/WebhookReceiver.js"
@@ -8,6 +9,7 @@ import { createEndUser, createPlatform, type Gateway, ok, startGateway } from ".
 
 const PLATFORM_CONCURRENCY = 8
 const ENDPOINT_CONCURRENCY = 4
+const MAX_ENDPOINTS = 30
 /** More endpoints than the old dispatcher's batch of 20: it waited for all of them at once. */
 const HANGING_ENDPOINTS = 24
 
@@ -16,7 +18,8 @@ const env = {
   // Long enough that no hanging send is cut while a test looks at it.
   GATEWAY_WEBHOOK_TIMEOUT: "5m",
   GATEWAY_WEBHOOK_PLATFORM_CONCURRENCY: String(PLATFORM_CONCURRENCY),
-  GATEWAY_WEBHOOK_ENDPOINT_CONCURRENCY: String(ENDPOINT_CONCURRENCY)
+  GATEWAY_WEBHOOK_ENDPOINT_CONCURRENCY: String(ENDPOINT_CONCURRENCY),
+  GATEWAY_WEBHOOK_MAX_ENDPOINTS: String(MAX_ENDPOINTS)
 }
 
 let gw: Gateway
@@ -109,5 +112,50 @@ describe("fair dispatch", () => {
     expect(held.events.map((e) => e.body.event_id).sort()).toEqual(ids.sort())
     expect(held.requests).toHaveLength(events)
     expect(held.invalid).toEqual([])
+  })
+})
+
+describe("endpoint cap per platform", () => {
+  it(`allows ${MAX_ENDPOINTS} endpoints; one more is 409 conflict naming the limit, and creates nothing`, async () => {
+    const t = await tenant()
+    for (let i = 0; i < MAX_ENDPOINTS; i++) ok(await t.register(`https://hooks.example.com/${i}`), 201)
+    const refused = await t.register("https://hooks.example.com/one-too-many")
+    expect(refused.status).toBe(409)
+    expect(refused.body.error).toMatchObject({ type: "invalid_request_error", code: "conflict", param: null })
+    expect(refused.body.error.message).toContain(`(${MAX_ENDPOINTS})`)
+    const list = ok(await gw.call("GET", `${t.endpoints}?limit=100`, { key: t.platformKey })).body
+    expect(list.total).toBe(MAX_ENDPOINTS)
+    expect(list.data.some((e: any) => e.url.endsWith("one-too-many"))).toBe(false)
+
+    // Deleting one frees its place.
+    ok(await gw.call("DELETE", `${t.endpoints}/${list.data[0].id}`, { key: t.platformKey }), 204)
+    ok(await t.register("https://hooks.example.com/replacement"), 201)
+    expect((await t.register("https://hooks.example.com/again")).status).toBe(409)
+  })
+
+  it("concurrent registrations at the limit: exactly the limit pass, on either instance", async () => {
+    const t = await tenant()
+    const peer = await gw.startPeer()
+    const attempts = MAX_ENDPOINTS + 10
+    const results = await Promise.all(
+      Array.from({ length: attempts }, (_, i) =>
+        (i % 2 === 0 ? gw : peer).call("POST", t.endpoints, {
+          key: t.platformKey,
+          body: { url: `https://hooks.example.com/race/${i}` }
+        }))
+    )
+    const statuses = results.map((r) => r.status)
+    expect(statuses.filter((s) => s === 201)).toHaveLength(MAX_ENDPOINTS)
+    expect(statuses.filter((s) => s === 409)).toHaveLength(attempts - MAX_ENDPOINTS)
+    const counted = await gw.db.pool.query("SELECT count(*)::int AS n FROM webhook_endpoints WHERE platform_id = $1", [t.platformId])
+    expect(counted.rows[0].n).toBe(MAX_ENDPOINTS)
+  })
+
+  it("other platforms are not counted: a new platform registers freely while another is full", async () => {
+    const full = await tenant()
+    for (let i = 0; i < MAX_ENDPOINTS; i++) ok(await full.register(`https://hooks.example.com/full/${i}`), 201)
+    expect((await full.register("https://hooks.example.com/full/more")).status).toBe(409)
+    const fresh = await tenant()
+    ok(await fresh.register("https://hooks.example.com/fresh"), 201)
   })
 })

@@ -236,6 +236,20 @@ describe("webhook endpoints", () => {
     expect(still.status).toBe(200)
   })
 
+  it("caps endpoints per platform at 20 by default: the 21st is 409 conflict", async () => {
+    const t = await tenant()
+    const base = `/v1/platforms/${t.platformId}/webhook-endpoints`
+    for (let i = 0; i < 20; i++) {
+      const res = await gw.call("POST", base, { key: t.platformKey, body: { url: `https://hooks.example.com/${i}` } })
+      expect(res.status).toBe(201)
+    }
+    const refused = await gw.call("POST", base, { key: t.platformKey, body: { url: "https://hooks.example.com/21" } })
+    expect(refused.status).toBe(409)
+    expect(refused.body.error).toMatchObject({ code: "conflict", param: null })
+    expect(refused.body.error.message).toMatch(/webhook endpoints allowed \(20\)/)
+    expect((await gw.call("GET", base, { key: t.platformKey })).body.total).toBe(20)
+  })
+
   it("deletes an endpoint: 204, gone from reads, its pending deliveries stop", async () => {
     const t = await tenant()
     const r = await receiver({ status: 500 })
