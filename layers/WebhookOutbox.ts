@@ -3,6 +3,7 @@
 // traceparent of the enqueuing trace) by a dispatcher that several instances may run at once,
 // fair across platforms. WebhookEndpoints: the tenant's endpoints, capped per platform.
 import { Headers, HttpTraceContext } from "@effect/platform"
+import type { Statement } from "@effect/sql"
 import { PgClient } from "@effect/sql-pg"
 import { BigDecimal, Clock, Config, Effect, FiberSet, Metric, Option, Queue, Ref, Schema, Stream, type Tracer } from "effect"
 import { createHmac, randomBytes } from "node:crypto"
@@ -56,6 +57,8 @@ const POLL_MS = 500
 const LEASE_MARGIN_MS = 20_000
 /** Any constant shared by every instance (the migration lock is another): claims take turns. */
 const CLAIM_LOCK = 7_213_381_246
+/** Up to this many due rows, a claim chooses among all of them; beyond, among each endpoint's share. */
+export const BACKLOG_THRESHOLD = 200
 
 /**
  * How much the dispatcher sends at once. The instance bound is per process (sockets, fibers);
@@ -260,43 +263,62 @@ export class WebhookOutbox extends Effect.Service<WebhookOutbox>()("gateway/Webh
     // --- dispatcher ---------------------------------------------------------------------------
 
     /**
-     * Leases up to `slots` due deliveries, fairly: at most `endpointConcurrency` in flight per
-     * endpoint and `platformConcurrency` per platform, counted over every instance's leases, and
-     * each platform's oldest row before any platform's second. Endpoints with pending rows are
-     * found by a skip scan of the pending index and each gives at most its free share, so a
-     * tenant's backlog, however large, is never read whole. The advisory lock makes claims take
-     * turns (each then sees the leases of the one before); SKIP LOCKED passes over rows that a
-     * finishing attempt or an endpoint deletion holds. No lock is held while sending.
+     * The rows a claim chooses from when nothing is backed up: every due row, oldest first
+     * (there are at most BACKLOG_THRESHOLD of them, so this is complete, and cheap).
      */
-    const claimStatement = (slots: number) =>
-      sql<ClaimedRow>`WITH RECURSIVE pending_endpoints (endpoint_id) AS (
+    const oldestDue = sql`SELECT d.id, d.next_attempt_at, d.endpoint_id, ep.platform_id
+      FROM webhook_deliveries d JOIN webhook_endpoints ep ON ep.id = d.endpoint_id
+      WHERE d.status = 'pending' AND d.next_attempt_at <= now() AND (d.lease_until IS NULL OR d.lease_until < now())
+      ORDER BY d.next_attempt_at LIMIT ${BACKLOG_THRESHOLD}::int`
+
+    /**
+     * The rows to choose from when due rows are backed up (a tenant's receivers hang, or it makes
+     * events faster than they go): each endpoint with pending rows, found by a skip scan of the
+     * pending index, gives its oldest due rows up to its free share. A backlog, however large,
+     * is never read whole, and it cannot hide other endpoints' rows behind it.
+     */
+    const shareOfEachEndpoint = sql`WITH RECURSIVE pending_endpoints (endpoint_id) AS (
           (SELECT endpoint_id FROM webhook_deliveries WHERE status = 'pending' ORDER BY endpoint_id LIMIT 1)
           UNION ALL
           SELECT (SELECT d.endpoint_id FROM webhook_deliveries d
                   WHERE d.status = 'pending' AND d.endpoint_id > p.endpoint_id ORDER BY d.endpoint_id LIMIT 1)
-          FROM pending_endpoints p WHERE p.endpoint_id IS NOT NULL),
-        in_flight AS (
+          FROM pending_endpoints p WHERE p.endpoint_id IS NOT NULL)
+      SELECT due.id, due.next_attempt_at, pe.endpoint_id, ep.platform_id
+      FROM pending_endpoints pe
+      JOIN webhook_endpoints ep ON ep.id = pe.endpoint_id
+      LEFT JOIN in_flight f ON f.endpoint_id = pe.endpoint_id
+      CROSS JOIN LATERAL (
+        SELECT d.id, d.next_attempt_at FROM webhook_deliveries d
+        WHERE d.endpoint_id = pe.endpoint_id AND d.status = 'pending' AND d.next_attempt_at <= now()
+          AND (d.lease_until IS NULL OR d.lease_until < now())
+        ORDER BY d.next_attempt_at
+        LIMIT greatest(${limits.endpointConcurrency}::int - coalesce(f.n, 0), 0)) due`
+
+    /**
+     * Leases up to `slots` of the candidates, fairly: at most `endpointConcurrency` in flight per
+     * endpoint and `platformConcurrency` per platform, counted over every instance's leases, and
+     * each platform's oldest row before any platform's second. SKIP LOCKED passes over rows that
+     * a finishing attempt or an endpoint deletion holds.
+     */
+    const claimStatement = (slots: number, candidates: Statement.Statement<unknown>) =>
+      sql<ClaimedRow>`WITH in_flight AS (
           SELECT endpoint_id, count(*)::int AS n FROM webhook_deliveries
           WHERE lease_until IS NOT NULL AND lease_until > now() AND status = 'pending'
           GROUP BY endpoint_id),
         platform_in_flight AS (
           SELECT ep.platform_id, sum(f.n)::int AS n FROM in_flight f JOIN webhook_endpoints ep ON ep.id = f.endpoint_id
           GROUP BY ep.platform_id),
-        candidates AS (
-          SELECT due.id, due.next_attempt_at, ep.platform_id
-          FROM pending_endpoints pe
-          JOIN webhook_endpoints ep ON ep.id = pe.endpoint_id
-          LEFT JOIN in_flight f ON f.endpoint_id = pe.endpoint_id
-          CROSS JOIN LATERAL (
-            SELECT d.id, d.next_attempt_at FROM webhook_deliveries d
-            WHERE d.endpoint_id = pe.endpoint_id AND d.status = 'pending' AND d.next_attempt_at <= now()
-              AND (d.lease_until IS NULL OR d.lease_until < now())
-            ORDER BY d.next_attempt_at
-            LIMIT greatest(${limits.endpointConcurrency}::int - coalesce(f.n, 0), 0)) due),
+        candidates AS (${candidates}),
+        within_endpoint AS (
+          SELECT c.id, c.next_attempt_at, c.platform_id FROM (
+              SELECT c.*, row_number() OVER (PARTITION BY c.endpoint_id ORDER BY c.next_attempt_at, c.id) AS endpoint_rank
+              FROM candidates c) c
+            LEFT JOIN in_flight f ON f.endpoint_id = c.endpoint_id
+          WHERE c.endpoint_rank + coalesce(f.n, 0) <= ${limits.endpointConcurrency}::int),
         ranked AS (
           SELECT c.id, c.next_attempt_at, c.platform_id,
             row_number() OVER (PARTITION BY c.platform_id ORDER BY c.next_attempt_at, c.id) AS platform_rank
-          FROM candidates c),
+          FROM within_endpoint c),
         picked AS (
           SELECT r.id FROM ranked r LEFT JOIN platform_in_flight pf ON pf.platform_id = r.platform_id
           WHERE r.platform_rank + coalesce(pf.n, 0) <= ${limits.platformConcurrency}::int
@@ -313,12 +335,24 @@ export class WebhookOutbox extends Effect.Service<WebhookOutbox>()("gateway/Webh
         JOIN webhook_events e ON e.id = c.event_id
         JOIN webhook_endpoints ep ON ep.id = c.endpoint_id`
 
-    // READ COMMITTED: the claim statement's snapshot is taken after the lock is held.
+    /**
+     * Claims take turns across instances under an advisory lock: in READ COMMITTED the claim
+     * statement's snapshot is taken with the lock held, so it sees the leases of the claim before.
+     * The same statement tells whether more rows are due than the cheap candidate list holds (a
+     * snapshot from before the lock is good enough to choose the list). No lock is held while sending.
+     */
+    const lockAndMeasure = sql<{ readonly backed_up: boolean }>`SELECT pg_advisory_xact_lock(${
+      sql.literal(String(CLAIM_LOCK))
+    }), (SELECT count(*) > ${BACKLOG_THRESHOLD}::int FROM (
+        SELECT 1 FROM webhook_deliveries
+        WHERE status = 'pending' AND next_attempt_at <= now() AND (lease_until IS NULL OR lease_until < now())
+        LIMIT ${BACKLOG_THRESHOLD + 1}::int) due) AS backed_up`
+
     const claim = (slots: number) =>
-      sql`SELECT pg_advisory_xact_lock(${sql.literal(String(CLAIM_LOCK))})`.pipe(
-        Effect.zipRight(claimStatement(slots)),
-        sql.withTransaction
-      )
+      Effect.gen(function*() {
+        const [due] = yield* lockAndMeasure
+        return yield* claimStatement(slots, due!.backed_up ? shareOfEachEndpoint : oldestDue)
+      }).pipe(sql.withTransaction)
 
     const encodeEnvelope = Schema.decodeUnknown(WebhookEnvelope)
 

@@ -4,6 +4,7 @@
 // share the outbox throughout, so the limits are shown to hold across instances.
 import { randomUUID } from "node:crypto"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { BACKLOG_THRESHOLD } from "../layers/WebhookOutbox.js"
 import { startReceiver, type WebhookReceiver } from "./fakes/WebhookReceiver.js"
 import { createEndUser, createPlatform, type Gateway, ok, startGateway } from "./support/Gateway.js"
 
@@ -60,11 +61,34 @@ const tenant = async () => {
 }
 
 describe("fair dispatch", () => {
-  it("a tenant's hanging receivers do not delay another tenant's delivery: it arrives while they still hang", async () => {
+  it("an endpoint never has more requests in flight than its limit, across instances; every event still arrives once", async () => {
+    const t = await tenant()
+    const held = await receiver({ hang: true })
+    held.secret = ok(await t.register(held.url), 201).body.secret
+    const events = 10
+    const ids: Array<string> = []
+    for (let i = 0; i < events; i++) ids.push(`${(await t.topup()).transaction.id}:budget.topped_up`)
+
+    // All ten are due; the endpoint gets its limit's worth, then one more for each answer.
+    await held.waitFor((r) => r.open >= ENDPOINT_CONCURRENCY)
+    while (held.events.length < events) {
+      await held.waitFor((r) => r.open > 0 || r.events.length === events)
+      held.release()
+    }
+    expect(held.peakOpen).toBe(ENDPOINT_CONCURRENCY)
+    expect(held.events.map((e) => e.body.event_id).sort()).toEqual(ids.sort())
+    expect(held.requests).toHaveLength(events)
+    expect(held.invalid).toEqual([])
+  })
+
+  it("a tenant's hanging receivers and its backlog do not delay another tenant's delivery: it arrives while they still hang", async () => {
     const hostile = await tenant()
     const hanging = await receiver({ hang: true })
     for (let i = 0; i < HANGING_ENDPOINTS; i++) ok(await hostile.register(`${hanging.url}/${i}`), 201)
-    await hostile.topup() // one delivery per endpoint, all due now
+    // One delivery per endpoint per topup, all due now: more due rows than a claim's cheap
+    // candidate list, so the claim must look past the backlog to find the other tenant's row.
+    const topups = Math.ceil((BACKLOG_THRESHOLD + 1) / HANGING_ENDPOINTS)
+    for (let i = 0; i < topups; i++) await hostile.topup()
 
     // The hostile platform gets its share of the slots, over both instances, and no more.
     await hanging.waitFor((r) => r.open >= PLATFORM_CONCURRENCY)
@@ -91,27 +115,7 @@ describe("fair dispatch", () => {
         WHERE ep.platform_id = $1 AND d.status = 'pending'`,
       [hostile.platformId]
     )
-    expect(rows.rows[0]).toEqual({ leased: PLATFORM_CONCURRENCY, waiting: HANGING_ENDPOINTS - PLATFORM_CONCURRENCY })
-  })
-
-  it("an endpoint never has more requests in flight than its limit, across instances; every event still arrives once", async () => {
-    const t = await tenant()
-    const held = await receiver({ hang: true })
-    held.secret = ok(await t.register(held.url), 201).body.secret
-    const events = 10
-    const ids: Array<string> = []
-    for (let i = 0; i < events; i++) ids.push(`${(await t.topup()).transaction.id}:budget.topped_up`)
-
-    // All ten are due; the endpoint gets its limit's worth, then one more for each answer.
-    await held.waitFor((r) => r.open >= ENDPOINT_CONCURRENCY)
-    while (held.events.length < events) {
-      await held.waitFor((r) => r.open > 0 || r.events.length === events)
-      held.release()
-    }
-    expect(held.peakOpen).toBe(ENDPOINT_CONCURRENCY)
-    expect(held.events.map((e) => e.body.event_id).sort()).toEqual(ids.sort())
-    expect(held.requests).toHaveLength(events)
-    expect(held.invalid).toEqual([])
+    expect(rows.rows[0]).toEqual({ leased: PLATFORM_CONCURRENCY, waiting: topups * HANGING_ENDPOINTS - PLATFORM_CONCURRENCY })
   })
 })
 
