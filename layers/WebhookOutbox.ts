@@ -338,20 +338,23 @@ export class WebhookOutbox extends Effect.Service<WebhookOutbox>()("gateway/Webh
     /**
      * Claims take turns across instances under an advisory lock: in READ COMMITTED the claim
      * statement's snapshot is taken with the lock held, so it sees the leases of the claim before.
-     * The same statement tells whether more rows are due than the cheap candidate list holds (a
-     * snapshot from before the lock is good enough to choose the list). No lock is held while sending.
+     * The same statement counts the due rows, up to one more than the cheap candidate list holds
+     * (a snapshot from before the lock is good enough to choose the list, or to see there is
+     * nothing to do). No lock is held while sending.
      */
-    const lockAndMeasure = sql<{ readonly backed_up: boolean }>`SELECT pg_advisory_xact_lock(${
+    const lockAndCountDue = sql<{ readonly due: number }>`SELECT pg_advisory_xact_lock(${
       sql.literal(String(CLAIM_LOCK))
-    }), (SELECT count(*) > ${BACKLOG_THRESHOLD}::int FROM (
+    }), (SELECT count(*)::int FROM (
         SELECT 1 FROM webhook_deliveries
         WHERE status = 'pending' AND next_attempt_at <= now() AND (lease_until IS NULL OR lease_until < now())
-        LIMIT ${BACKLOG_THRESHOLD + 1}::int) due) AS backed_up`
+        LIMIT ${BACKLOG_THRESHOLD + 1}::int) due) AS due`
 
     const claim = (slots: number) =>
       Effect.gen(function*() {
-        const [due] = yield* lockAndMeasure
-        return yield* claimStatement(slots, due!.backed_up ? shareOfEachEndpoint : oldestDue)
+        const [counted] = yield* lockAndCountDue
+        const due = counted?.due ?? 0
+        if (due === 0) return []
+        return yield* claimStatement(slots, due > BACKLOG_THRESHOLD ? shareOfEachEndpoint : oldestDue)
       }).pipe(sql.withTransaction)
 
     const encodeEnvelope = Schema.decodeUnknown(WebhookEnvelope)
