@@ -12,6 +12,7 @@ import skills from "./0009_skills.js"
 import webhookTraceContext from "./0010_webhook_trace_context.js"
 import databaseIdentity from "./0011_database_identity.js"
 import settleAtOnce from "./0012_settle_at_once.js"
+import webhookFairDispatch from "./0015_webhook_fair_dispatch.js"
 
 export const migrations = Migrator.fromRecord({
   "0001_foundation": foundation,
@@ -25,5 +26,6 @@ export const migrations = Migrator.fromRecord({
   "0009_skills": skills,
   "0010_webhook_trace_context": webhookTraceContext,
   "0011_database_identity": databaseIdentity,
-  "0012_settle_at_once": settleAtOnce
+  "0012_settle_at_once": settleAtOnce,
+  "0015_webhook_fair_dispatch": webhookFairDispatch
 })

@@ -30,6 +30,7 @@ const SCHEDULE = "0s,200ms,200ms,200ms"
 const env = {
   GATEWAY_ALLOW_PRIVATE_URLS: "true",
   GATEWAY_WEBHOOK_RETRY_SCHEDULE: SCHEDULE,
+  GATEWAY_WEBHOOK_TIMEOUT: "1s",
   GATEWAY_ENCRYPTION_KEY: encryptionKey
 }
 
@@ -233,6 +234,20 @@ describe("webhook endpoints", () => {
     expect(notUuid.status).toBe(404)
     const still = await gw.call("GET", `${base}/${endpoint.id}`, { key: a.platformKey })
     expect(still.status).toBe(200)
+  })
+
+  it("caps endpoints per platform at 20 by default: the 21st is 409 conflict", async () => {
+    const t = await tenant()
+    const base = `/v1/platforms/${t.platformId}/webhook-endpoints`
+    for (let i = 0; i < 20; i++) {
+      const res = await gw.call("POST", base, { key: t.platformKey, body: { url: `https://hooks.example.com/${i}` } })
+      expect(res.status).toBe(201)
+    }
+    const refused = await gw.call("POST", base, { key: t.platformKey, body: { url: "https://hooks.example.com/21" } })
+    expect(refused.status).toBe(409)
+    expect(refused.body.error).toMatchObject({ code: "conflict", param: null })
+    expect(refused.body.error.message).toMatch(/webhook endpoints allowed \(20\)/)
+    expect((await gw.call("GET", base, { key: t.platformKey })).body.total).toBe(20)
   })
 
   it("deletes an endpoint: 204, gone from reads, its pending deliveries stop", async () => {
@@ -439,6 +454,20 @@ describe("webhook delivery", () => {
       { attempt: 2, http_status: 500, error: "HTTP 500" },
       { attempt: 3, http_status: 200, error: null }
     ])
+  })
+
+  it("cuts a receiver that never answers after GATEWAY_WEBHOOK_TIMEOUT: a failed attempt saying so", async () => {
+    const t = await tenant()
+    const r = await receiver({ hang: true })
+    const endpoint = await register(t, r)
+    await enqueue("budget.topped_up", eventData(t))
+    await waitUntil(async () => (await deliveries(t, endpoint.id)).data[0]?.attempt >= 1)
+    const [d] = (await deliveries(t, endpoint.id)).data
+    expect(d.last_error).toBe("timed out after 1000 ms")
+    expect(d.http_status).toBeNull()
+    // The receiver saw the gateway give up on the request (its connection closed unanswered).
+    await r.waitFor((x) => x.abandoned >= 1)
+    expect(r.requests).toHaveLength(0)
   })
 
   it("fails a delivery for good once the schedule is used up", async () => {

@@ -3,6 +3,7 @@
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema } from "@effect/platform"
 import { Schema } from "effect"
 import { Paginated, PathId } from "../../schemas/Common.js"
+import { Conflict } from "../../schemas/Errors.js"
 import {
   CreateWebhookEndpoint,
   ListWebhooksParams,
@@ -21,6 +22,7 @@ export class WebhooksGroup extends HttpApiGroup.make("webhooks")
       .setPath(PlatformPath)
       .setPayload(CreateWebhookEndpoint)
       .addSuccess(WebhookEndpointCreated, { status: 201 })
+      .addError(Conflict.Http) // the platform has GATEWAY_WEBHOOK_MAX_ENDPOINTS endpoints already
   )
   .add(
     HttpApiEndpoint.get("listWebhookEndpoints", "/platforms/:platformId/webhook-endpoints")

@@ -18,6 +18,8 @@ export interface ReceiverOptions {
   readonly status?: number
   /** Answer this long after a request's body arrived (a slow receiver). */
   readonly delayMs?: number
+  /** Hold every request unanswered until `release()` (a hanging receiver); `close()` cuts them. */
+  readonly hang?: boolean
 }
 
 export interface WebhookReceiver {
@@ -29,8 +31,16 @@ export interface WebhookReceiver {
   /** Every request seen (verified or not), with the status we answered. */
   readonly requests: Array<{ readonly status: number; readonly headers: IncomingHttpHeaders }>
   readonly invalid: Array<string>
-  /** Requests whose body arrived, answered or not yet (with `delayMs`). */
+  /** Requests whose body arrived, answered or not yet (with `delayMs` or `hang`). */
   arrived: number
+  /** Requests whose body arrived and that are neither answered nor closed by the sender: in flight now. */
+  open: number
+  /** The most requests that were in flight at once. */
+  peakOpen: number
+  /** Requests the sender gave up on (closed the connection) before an answer. */
+  abandoned: number
+  /** With `hang`: answers every request held so far (as the receiver would have, status rules included). */
+  readonly release: () => void
   readonly waitFor: (predicate: (r: WebhookReceiver) => boolean, timeoutMs?: number) => Promise<void>
   readonly close: () => Promise<void>
 }
@@ -44,6 +54,12 @@ export const startReceiver = async (options: ReceiverOptions = {}): Promise<Webh
     requests: [],
     invalid: [],
     arrived: 0,
+    open: 0,
+    peakOpen: 0,
+    abandoned: 0,
+    release: () => {
+      for (const answer of held.splice(0)) answer()
+    },
     waitFor: async (predicate, timeoutMs = 10_000) => {
       const deadline = Date.now() + timeoutMs
       while (!predicate(receiver)) {
@@ -53,17 +69,36 @@ export const startReceiver = async (options: ReceiverOptions = {}): Promise<Webh
         await new Promise((r) => setTimeout(r, 25))
       }
     },
-    close: () => new Promise((resolve) => server.close(() => resolve()))
+    close: () =>
+      new Promise((resolve) => {
+        server.close(() => resolve())
+        server.closeAllConnections() // held requests would keep close() waiting forever
+      })
   }
+  const held: Array<() => void> = []
   const server: Server = createServer((req, res) => {
     const chunks: Array<Buffer> = []
     req.on("data", (c: Buffer) => chunks.push(c))
+    let inFlight = false // the body arrived and neither side has closed the exchange yet
     req.on("end", () => {
+      inFlight = true
       receiver.arrived++
-      if (options.delayMs === undefined) answer()
+      receiver.open++
+      receiver.peakOpen = Math.max(receiver.peakOpen, receiver.open)
+      if (options.hang === true) held.push(answer)
+      else if (options.delayMs === undefined) answer()
       else setTimeout(answer, options.delayMs)
     })
+    res.on("close", () => {
+      if (!inFlight) return // answered already, or closed before the body arrived
+      inFlight = false
+      receiver.open--
+      receiver.abandoned++
+    })
     const answer = () => {
+      if (!inFlight) return
+      inFlight = false
+      receiver.open--
       const rawBody = Buffer.concat(chunks).toString("utf8")
       let status: number
       let body: unknown
