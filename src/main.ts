@@ -1,14 +1,16 @@
 // Entry point: `npm start` runs its esbuild bundle (node dist/main.js [--role all|api|tools]).
 // Builds every layer, prints the listening addresses (and demo keys), and shuts down gracefully
-// on SIGINT/SIGTERM.
+// on SIGINT/SIGTERM (src/StopSignals.ts).
 import "./GcTuningAtStart.js" // first: V8 garbage-collector settings, before the rest is loaded
 import { Command, Options } from "@effect/cli"
-import { NodeContext, NodeRuntime } from "@effect/platform-node"
+import { NodeContext } from "@effect/platform-node"
 import { Config, Console, Effect, Layer, Redacted } from "effect"
 import { AdminKey } from "../layers/AdminKey.js"
 import { appLayer, type Role } from "./App.js"
 import { demoEnabled, seedDemo } from "./Demo.js"
+import { cutDrainingConnections } from "./http/DrainingServer.js"
 import { Listeners } from "./Listeners.js"
+import { runMain } from "./StopSignals.js"
 
 /** {base_url} / {mcp_url} as clients see them: GATEWAY_*_PUBLIC_URL, else the bound address. */
 const publicUrl = (variable: string, bound: string | undefined) =>
@@ -48,4 +50,4 @@ const gateway = Command.make("gateway", { role }, ({ role }) =>
 
 const cli = Command.run(gateway, { name: "model-gateway", version: "0.1.0" })
 
-cli(process.argv).pipe(Effect.provide(NodeContext.layer), NodeRuntime.runMain)
+runMain(cli(process.argv).pipe(Effect.provide(NodeContext.layer)), cutDrainingConnections)

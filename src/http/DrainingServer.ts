@@ -1,6 +1,6 @@
 // Graceful shutdown of a listener (SIGTERM/SIGINT): stop accepting connections, let the
-// requests in flight finish (streams run to their end) up to GATEWAY_SHUTDOWN_TIMEOUT, then cut
-// the rest. A cut stream settles what it emitted (Inference), and the settlement queue drains
+// requests in flight finish (streams run to their end) up to GATEWAY_SHUTDOWN_TIMEOUT or a forced
+// stop, then cut the rest. A cut stream settles what it emitted (Inference), and the settlement queue drains
 // after the listeners have closed (Settlements). A front route may take requests before the
 // platform's handler sees them (src/inference/ChatRoute.ts).
 import { NodeHttpServer } from "@effect/platform-node"
@@ -12,6 +12,20 @@ export type FrontRoute = (req: IncomingMessage, res: ServerResponse) => boolean
 
 /** How long shutdown waits for requests in flight, then for queued settlements. */
 export const shutdownTimeout = Config.duration("GATEWAY_SHUTDOWN_TIMEOUT").pipe(Config.withDefault(Duration.seconds(30)))
+
+/** Draining servers of this process, and whether a forced stop asked them to cut at once. */
+const draining = new Set<Server>()
+let cutAtOnce = false
+
+/**
+ * A forced stop (a repeated stop signal, src/StopSignals.ts): every draining server, and any that
+ * starts draining later, cuts its connections now instead of at the deadline. The requests cut
+ * are settled as at the deadline.
+ */
+export const cutDrainingConnections = (): void => {
+  cutAtOnce = true
+  for (const server of draining) server.closeAllConnections()
+}
 
 /**
  * A node:http server whose close() (what @effect/platform-node calls when the listener's scope
@@ -30,10 +44,14 @@ export const drainingServer = (deadline: Duration.Duration, front?: FrontRoute):
   server.close = (callback?: (err?: Error) => void) => {
     const cut = setTimeout(() => server.closeAllConnections(), Duration.toMillis(deadline))
     cut.unref()
-    return close((err) => {
+    draining.add(server)
+    close((err) => {
       clearTimeout(cut)
+      draining.delete(server)
       callback?.(err)
     })
+    if (cutAtOnce) server.closeAllConnections()
+    return server
   }
   return server
 }

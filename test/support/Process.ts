@@ -33,6 +33,17 @@ export interface GatewayProcess {
   readonly call: <T = any>(method: string, path: string, options?: CallOptions) => Promise<ApiResponse<T>>
   /** SIGTERM, then SIGKILL after `graceMs`; resolves once the process has exited. */
   readonly stop: (graceMs?: number) => Promise<void>
+  /** Sends one signal, nothing more. */
+  readonly signal: (signal: NodeJS.Signals) => void
+  /** How the process ended (exit code, or the signal that killed it). */
+  readonly exited: Promise<ProcessExit>
+  /** Resolves with the first output line matching `pattern`; fails after `timeoutMs`. */
+  readonly waitForLine: (pattern: RegExp, timeoutMs?: number) => Promise<string>
+}
+
+export interface ProcessExit {
+  readonly code: number | null
+  readonly signal: NodeJS.Signals | null
 }
 
 const live = new Set<ChildProcess>()
@@ -115,7 +126,24 @@ export const spawnGateway = async (options: SpawnOptions): Promise<GatewayProces
   }
   collect(child.stdout)
   collect(child.stderr)
-  child.once("exit", () => live.delete(child))
+  const exited = new Promise<ProcessExit>((resolve) =>
+    child.once("exit", (code, signal) => {
+      live.delete(child)
+      resolve({ code, signal })
+    })
+  )
+  const waitForLine = (pattern: RegExp, timeoutMs = 10_000) =>
+    new Promise<string>((resolve, reject) => {
+      const started = Date.now()
+      const poll = setInterval(() => {
+        const line = lines.find((l) => pattern.test(l))
+        if (line !== undefined || Date.now() - started > timeoutMs) {
+          clearInterval(poll)
+          if (line !== undefined) resolve(line)
+          else reject(new Error(`${options.label}: no line matching ${pattern} within ${timeoutMs} ms:\n${tail()}`))
+        }
+      }, 10)
+    })
 
   const tail = () => lines.slice(-40).join("\n")
   const find = (pattern: RegExp) => {
@@ -160,6 +188,11 @@ export const spawnGateway = async (options: SpawnOptions): Promise<GatewayProces
     toolsUrl: find(toolsPattern),
     lines,
     call: callerFor(baseUrl),
-    stop: (graceMs = 10_000) => stopProcess(child, graceMs)
+    stop: (graceMs = 10_000) => stopProcess(child, graceMs),
+    signal: (signal) => {
+      child.kill(signal)
+    },
+    exited,
+    waitForLine
   }
 }
