@@ -6,6 +6,7 @@ import { Command, Options } from "@effect/cli"
 import { NodeContext } from "@effect/platform-node"
 import { Config, Console, Effect, Layer, Redacted } from "effect"
 import { AdminKey } from "../layers/AdminKey.js"
+import { EmbeddedPostgresUnavailable } from "../layers/EmbeddedPostgres.js"
 import { appLayer, type Role } from "./App.js"
 import { demoEnabled, seedDemo } from "./Demo.js"
 import { cutDrainingConnections } from "./http/DrainingServer.js"
@@ -45,8 +46,14 @@ const report = Effect.gen(function*() {
 
 const role = Options.choice("role", ["all", "api", "tools"] as const).pipe(Options.withDefault("all" as Role))
 
+/** A start that cannot work says why and what to do in one line (no stack trace), exit code 1. */
+const cannotStart = (e: EmbeddedPostgresUnavailable) =>
+  Console.error(e.message).pipe(Effect.zipRight(Effect.sync(() => (process.exitCode = 1))))
+
 const gateway = Command.make("gateway", { role }, ({ role }) =>
-  Layer.launch(Layer.effectDiscard(report).pipe(Layer.provideMerge(appLayer(role)))))
+  Layer.launch(Layer.effectDiscard(report).pipe(Layer.provideMerge(appLayer(role)))).pipe(
+    Effect.catchIf((e): e is EmbeddedPostgresUnavailable => e instanceof EmbeddedPostgresUnavailable, cannotStart)
+  ))
 
 const cli = Command.run(gateway, { name: "model-gateway", version: "0.1.0" })
 

@@ -95,6 +95,35 @@ export const spawnEnv = (
   ...extra
 })
 
+/**
+ * Runs `node <entry>` in `cwd` (default: the checkout, the bundle) until it exits on its own, for
+ * starts that must fail; SIGKILL after `timeoutMs`. Resolves with how it ended and its output.
+ */
+export const runToExit = (options: {
+  readonly env: Record<string, string | undefined>
+  readonly cwd?: string
+  readonly entry?: string
+  readonly timeoutMs?: number
+}): Promise<ProcessExit & { readonly output: string }> =>
+  new Promise((resolve) => {
+    installExitHook()
+    const env: Record<string, string> = {}
+    for (const [name, value] of Object.entries({ ...process.env, ...options.env })) {
+      if (value !== undefined) env[name] = value
+    }
+    const child = spawn(process.execPath, [options.entry ?? "dist/main.js"], { cwd: options.cwd ?? ROOT, env, stdio: ["ignore", "pipe", "pipe"] })
+    live.add(child)
+    let output = ""
+    child.stdout.setEncoding("utf8").on("data", (text: string) => (output += text))
+    child.stderr.setEncoding("utf8").on("data", (text: string) => (output += text))
+    const kill = setTimeout(() => child.kill("SIGKILL"), options.timeoutMs ?? 60_000)
+    child.once("close", (code, signal) => {
+      clearTimeout(kill)
+      live.delete(child)
+      resolve({ code, signal, output })
+    })
+  })
+
 /** Starts the gateway in a child process and waits until its listeners are up. */
 export const spawnGateway = async (options: SpawnOptions): Promise<GatewayProcess> => {
   installExitHook()
