@@ -1,8 +1,9 @@
 // SIGTERM during streams (issue 9): the gateway stops accepting connections, lets streams in
 // flight run to their end up to GATEWAY_SHUTDOWN_TIMEOUT, cuts the rest, settles every call
 // (a cut stream bills what it emitted), writes the settlement queue, lets a webhook delivery in
-// flight finish and flushes its spans before it exits. Each case runs a real gateway process and
-// sends it a real SIGTERM.
+// flight finish and flushes its spans before it exits. A repeated signal does not cut the drain;
+// one after GATEWAY_FORCE_STOP_AFTER does, and the cut call is still settled (issue 30). Each case
+// runs a real gateway process and sends it real signals.
 import { createServer, type Server } from "node:http"
 import { randomBytes } from "node:crypto"
 import { mkdtempSync, rmSync } from "node:fs"
@@ -196,6 +197,7 @@ describe("SIGTERM during streams", () => {
 
     const began = Date.now()
     await gw.stop(30_000)
+    expect(await gw.exited).toEqual({ code: 0, signal: null })
     const { text, cut } = await stream
     // Cut well before the upstream's 8 s, and without the terminator.
     expect(Date.now() - began).toBeLessThan(7_000)

@@ -44,11 +44,11 @@ export const connectionLimits: Config.Config<ConnectionLimits> = Config.all({
 
 /**
  * Node checks the two request deadlines on a timer (every 30 s by default, so a deadline could
- * overrun by that much): a quarter of the shorter one keeps the overrun small, and the check
- * walks only the connections still receiving a request.
+ * overrun by that much): at most 2 s, or a quarter of the shorter deadline, keeps the overrun
+ * small; the check walks only the connections still receiving a request.
  */
 const checkingIntervalMs = (limits: ConnectionLimits) =>
-  Math.min(5_000, Math.max(10, Math.floor(Math.min(limits.headersTimeoutMs, limits.requestTimeoutMs) / 4)))
+  Math.min(2_000, Math.max(10, Math.floor(Math.min(limits.headersTimeoutMs, limits.requestTimeoutMs) / 4)))
 
 /** Draining servers of this process, and whether a forced stop asked them to cut at once. */
 const draining = new Set<Server>()
