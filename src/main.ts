@@ -1,14 +1,17 @@
 // Entry point: `npm start` runs its esbuild bundle (node dist/main.js [--role all|api|tools]).
 // Builds every layer, prints the listening addresses (and demo keys), and shuts down gracefully
-// on SIGINT/SIGTERM.
+// on SIGINT/SIGTERM (src/StopSignals.ts).
 import "./GcTuningAtStart.js" // first: V8 garbage-collector settings, before the rest is loaded
 import { Command, Options } from "@effect/cli"
-import { NodeContext, NodeRuntime } from "@effect/platform-node"
+import { NodeContext } from "@effect/platform-node"
 import { Config, Console, Effect, Layer, Redacted } from "effect"
 import { AdminKey } from "../layers/AdminKey.js"
+import { EmbeddedPostgresUnavailable } from "../layers/EmbeddedPostgres.js"
 import { appLayer, type Role } from "./App.js"
 import { demoEnabled, seedDemo } from "./Demo.js"
+import { cutDrainingConnections } from "./http/DrainingServer.js"
 import { Listeners } from "./Listeners.js"
+import { runMain } from "./StopSignals.js"
 
 /** {base_url} / {mcp_url} as clients see them: GATEWAY_*_PUBLIC_URL, else the bound address. */
 const publicUrl = (variable: string, bound: string | undefined) =>
@@ -43,9 +46,15 @@ const report = Effect.gen(function*() {
 
 const role = Options.choice("role", ["all", "api", "tools"] as const).pipe(Options.withDefault("all" as Role))
 
+/** A start that cannot work says why and what to do in one line (no stack trace), exit code 1. */
+const cannotStart = (e: EmbeddedPostgresUnavailable) =>
+  Console.error(e.message).pipe(Effect.zipRight(Effect.sync(() => (process.exitCode = 1))))
+
 const gateway = Command.make("gateway", { role }, ({ role }) =>
-  Layer.launch(Layer.effectDiscard(report).pipe(Layer.provideMerge(appLayer(role)))))
+  Layer.launch(Layer.effectDiscard(report).pipe(Layer.provideMerge(appLayer(role)))).pipe(
+    Effect.catchIf((e): e is EmbeddedPostgresUnavailable => e instanceof EmbeddedPostgresUnavailable, cannotStart)
+  ))
 
 const cli = Command.run(gateway, { name: "model-gateway", version: "0.1.0" })
 
-cli(process.argv).pipe(Effect.provide(NodeContext.layer), NodeRuntime.runMain)
+runMain(cli(process.argv).pipe(Effect.provide(NodeContext.layer)), cutDrainingConnections)

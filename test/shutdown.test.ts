@@ -1,8 +1,9 @@
 // SIGTERM during streams (issue 9): the gateway stops accepting connections, lets streams in
 // flight run to their end up to GATEWAY_SHUTDOWN_TIMEOUT, cuts the rest, settles every call
 // (a cut stream bills what it emitted), writes the settlement queue, lets a webhook delivery in
-// flight finish and flushes its spans before it exits. Each case runs a real gateway process and
-// sends it a real SIGTERM.
+// flight finish and flushes its spans before it exits. A repeated signal does not cut the drain;
+// one after GATEWAY_FORCE_STOP_AFTER does, and the cut call is still settled (issue 30). Each case
+// runs a real gateway process and sends it real signals.
 import { createServer, type Server } from "node:http"
 import { randomBytes } from "node:crypto"
 import { mkdtempSync, rmSync } from "node:fs"
@@ -64,7 +65,7 @@ afterAll(async () => {
   for (const dir of dataDirs) rmSync(dir, { recursive: true, force: true })
 }, 60_000)
 
-const start = (label: string, shutdownTimeout: string) => {
+const start = (label: string, shutdownTimeout: string, extra: Record<string, string> = {}) => {
   const dir = mkdtempSync(join(tmpdir(), `gateway-shutdown-${label}-`))
   dataDirs.push(dir)
   // The bundle `npm start` runs: this file also proves that it streams, counts tokens, exports
@@ -76,7 +77,8 @@ const start = (label: string, shutdownTimeout: string) => {
       GATEWAY_SHUTDOWN_TIMEOUT: shutdownTimeout,
       DATABASE_POOL_SIZE: "4",
       OTEL_EXPORTER_OTLP_ENDPOINT: collector.url,
-      OTEL_SERVICE_NAME: `gateway-shutdown-${label}`
+      OTEL_SERVICE_NAME: `gateway-shutdown-${label}`,
+      ...extra
     })
   })
 }
@@ -195,6 +197,7 @@ describe("SIGTERM during streams", () => {
 
     const began = Date.now()
     await gw.stop(30_000)
+    expect(await gw.exited).toEqual({ code: 0, signal: null })
     const { text, cut } = await stream
     // Cut well before the upstream's 8 s, and without the terminator.
     expect(Date.now() - began).toBeLessThan(7_000)
@@ -207,6 +210,67 @@ describe("SIGTERM during streams", () => {
     expect(rows.logs).toHaveLength(1)
     expect(rows.logs[0].status).toBe("interrupted")
     // Billed by the tokenizer for what was streamed (at least what the client saw).
+    expect(rows.logs[0].completion_tokens).toBeGreaterThanOrEqual(emitted)
+    expect(Number(rows.logs[0].cost)).toBeGreaterThan(0)
+    expect(rows.debits.n).toBe(1)
+    expect(rows.debits.sum).toBe(rows.logs[0].cost)
+    expect(rows.walletDebits).toBe(1)
+  }, 60_000)
+
+  it("a repeated SIGTERM (npm and systemd deliver one stop twice) does not cut the drain: the stream completes, is logged and billed, exit 0", async () => {
+    const gw = await start("repeat", "20 seconds")
+    const t = await tenant(gw, "Repeat")
+    const reply = "one two three four five six seven eight nine ten"
+    upstream.setBehavior({ reply, chunkDelayMs: 200 })
+    const { rest: stream } = await openStream(gw, t.endUserKey, randomBytes(16).toString("hex"))
+
+    gw.signal("SIGTERM")
+    // The first one is being handled (the drain started): the next ones are separate deliveries.
+    await gw.waitForLine(/SIGTERM: shutting down/)
+    gw.signal("SIGTERM")
+    gw.signal("SIGINT")
+    gw.signal("SIGTERM")
+    const { text, cut } = await stream
+    expect(cut).toBe(false)
+    expect(text).toContain("data: [DONE]")
+    expect(contentOf(text)).toBe(reply)
+    expect(await gw.exited).toEqual({ code: 0, signal: null })
+    // The duplicates were noticed, and said so once.
+    expect(gw.lines.filter((l) => /ignored: already shutting down/.test(l))).toHaveLength(1)
+    expect(gw.lines.some((l) => /forced stop/.test(l))).toBe(false)
+
+    const rows = await settledRows(t.platformId)
+    expect(rows.logs).toEqual([expect.objectContaining({ status: "success", completion_tokens: 10 })])
+    expect(rows.debits.n).toBe(1)
+    expect(rows.debits.sum).toBe(rows.logs[0].cost)
+    expect(rows.walletDebits).toBe(1)
+  }, 60_000)
+
+  it("a signal after GATEWAY_FORCE_STOP_AFTER forces the stop: the stream is cut, logged interrupted with its tokens and billed before exit", async () => {
+    // The shutdown deadline (30 s) is far beyond the upstream's 8 s: only the forced stop can cut.
+    const gw = await start("forced", "30 seconds", { GATEWAY_FORCE_STOP_AFTER: "1s" })
+    const t = await tenant(gw, "Forced")
+    upstream.setBehavior({ reply: Array.from({ length: 40 }, (_, i) => `w${i}`).join(" "), chunkDelayMs: 200 })
+    const { rest: stream } = await openStream(gw, t.endUserKey, randomBytes(16).toString("hex"))
+
+    gw.signal("SIGTERM")
+    await gw.waitForLine(/SIGTERM: shutting down/)
+    gw.signal("SIGTERM") // a duplicate: ignored
+    await gw.waitForLine(/ignored: already shutting down/)
+    await new Promise((resolve) => setTimeout(resolve, 1_500)) // past the grace period
+    gw.signal("SIGINT")
+    const { text, cut } = await stream
+    expect(cut || !text.includes("data: [DONE]")).toBe(true)
+    const emitted = contentOf(text).split(" ").filter((w) => w !== "").length
+    expect(emitted).toBeGreaterThan(0)
+    expect(emitted).toBeLessThan(40)
+    expect(await gw.exited).toEqual({ code: 0, signal: null })
+    expect(gw.lines.some((l) => /SIGINT: forced stop/.test(l))).toBe(true)
+
+    // Written before the exit (the process is gone; nothing else could write it).
+    const rows = await settledRows(t.platformId)
+    expect(rows.logs).toHaveLength(1)
+    expect(rows.logs[0].status).toBe("interrupted")
     expect(rows.logs[0].completion_tokens).toBeGreaterThanOrEqual(emitted)
     expect(Number(rows.logs[0].cost)).toBeGreaterThan(0)
     expect(rows.debits.n).toBe(1)

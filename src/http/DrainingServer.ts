@@ -1,11 +1,14 @@
-// Graceful shutdown of a listener (SIGTERM/SIGINT): stop accepting connections, let the
-// requests in flight finish (streams run to their end) up to GATEWAY_SHUTDOWN_TIMEOUT, then cut
-// the rest. A cut stream settles what it emitted (Inference), and the settlement queue drains
-// after the listeners have closed (Settlements). A front route may take requests before the
-// platform's handler sees them (src/inference/ChatRoute.ts).
+// The node:http server behind both listeners. Graceful shutdown (SIGTERM/SIGINT): stop accepting
+// connections, let the requests in flight finish (streams run to their end) up to
+// GATEWAY_SHUTDOWN_TIMEOUT or a forced stop, then cut the rest. A cut stream settles what it
+// emitted (Inference), and the settlement queue drains after the listeners have closed
+// (Settlements). Slow clients are bounded: headers and whole request bodies have deadlines, and
+// each listener caps its connections. A front route may take requests before the platform's
+// handler sees them (src/inference/ChatRoute.ts).
 import { NodeHttpServer } from "@effect/platform-node"
-import { Config, Duration, Effect, Layer } from "effect"
+import { Config, ConfigError, Duration, Effect, Either, Layer } from "effect"
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http"
+import { countConfig, durationMsConfig } from "../lib/ConfigValues.js"
 
 /** Takes a request (true) or leaves it to the platform's handler (false). */
 export type FrontRoute = (req: IncomingMessage, res: ServerResponse) => boolean
@@ -13,13 +16,67 @@ export type FrontRoute = (req: IncomingMessage, res: ServerResponse) => boolean
 /** How long shutdown waits for requests in flight, then for queued settlements. */
 export const shutdownTimeout = Config.duration("GATEWAY_SHUTDOWN_TIMEOUT").pipe(Config.withDefault(Duration.seconds(30)))
 
+/** What one slow or greedy client may hold of a listener. */
+export interface ConnectionLimits {
+  /** Time to receive a request's headers (node's headersTimeout). */
+  readonly headersTimeoutMs: number
+  /** Time to receive a whole request, body included (node's requestTimeout); answers are not bound by it. */
+  readonly requestTimeoutMs: number
+  /** How long an idle keep-alive connection stays open between requests. */
+  readonly keepAliveTimeoutMs: number
+  /** Open connections per listener; connections beyond are closed as they arrive. */
+  readonly maxConnections: number
+}
+
+export const connectionLimits: Config.Config<ConnectionLimits> = Config.all({
+  headersTimeoutMs: durationMsConfig("GATEWAY_HEADERS_TIMEOUT", 20_000, 1),
+  requestTimeoutMs: durationMsConfig("GATEWAY_REQUEST_TIMEOUT", 60_000, 1),
+  keepAliveTimeoutMs: durationMsConfig("GATEWAY_KEEPALIVE_TIMEOUT", 5_000, 1),
+  maxConnections: countConfig("GATEWAY_MAX_CONNECTIONS", 10_000)
+}).pipe(
+  // Node refuses a headers deadline past the request's (the headers are part of the request).
+  Config.mapOrFail((limits) =>
+    limits.headersTimeoutMs <= limits.requestTimeoutMs
+      ? Either.right(limits)
+      : Either.left(ConfigError.InvalidData(["GATEWAY_HEADERS_TIMEOUT"], "expected at most GATEWAY_REQUEST_TIMEOUT"))
+  )
+)
+
+/**
+ * Node checks the two request deadlines on a timer (every 30 s by default, so a deadline could
+ * overrun by that much): at most 2 s, or a quarter of the shorter deadline, keeps the overrun
+ * small; the check walks only the connections still receiving a request.
+ */
+const checkingIntervalMs = (limits: ConnectionLimits) =>
+  Math.min(2_000, Math.max(10, Math.floor(Math.min(limits.headersTimeoutMs, limits.requestTimeoutMs) / 4)))
+
+/** Draining servers of this process, and whether a forced stop asked them to cut at once. */
+const draining = new Set<Server>()
+let cutAtOnce = false
+
+/**
+ * A forced stop (a repeated stop signal, src/StopSignals.ts): every draining server, and any that
+ * starts draining later, cuts its connections now instead of at the deadline. The requests cut
+ * are settled as at the deadline.
+ */
+export const cutDrainingConnections = (): void => {
+  cutAtOnce = true
+  for (const server of draining) server.closeAllConnections()
+}
+
 /**
  * A node:http server whose close() (what @effect/platform-node calls when the listener's scope
  * closes, then waits for) drains: Node closes idle keep-alive connections at once, busy ones when
  * their response ends, and the deadline closes whatever is still open.
  */
-export const drainingServer = (deadline: Duration.Duration, front?: FrontRoute): Server => {
-  const server = createServer()
+export const drainingServer = (deadline: Duration.Duration, limits: ConnectionLimits, front?: FrontRoute): Server => {
+  const server = createServer({
+    headersTimeout: limits.headersTimeoutMs,
+    requestTimeout: limits.requestTimeoutMs,
+    keepAliveTimeout: limits.keepAliveTimeoutMs,
+    connectionsCheckingInterval: checkingIntervalMs(limits)
+  })
+  server.maxConnections = limits.maxConnections
   if (front !== undefined) {
     // The platform listens for "request" itself; a request the front route takes never gets there.
     const emit = server.emit.bind(server)
@@ -30,10 +87,14 @@ export const drainingServer = (deadline: Duration.Duration, front?: FrontRoute):
   server.close = (callback?: (err?: Error) => void) => {
     const cut = setTimeout(() => server.closeAllConnections(), Duration.toMillis(deadline))
     cut.unref()
-    return close((err) => {
+    draining.add(server)
+    close((err) => {
       clearTimeout(cut)
+      draining.delete(server)
       callback?.(err)
     })
+    if (cutAtOnce) server.closeAllConnections()
+    return server
   }
   return server
 }
@@ -45,6 +106,7 @@ export const drainingServerLayer = <E = never, R = never>(
 ) =>
   Layer.unwrapEffect(Effect.gen(function*() {
     const deadline = yield* shutdownTimeout
+    const limits = yield* connectionLimits
     const route = yield* front
-    return NodeHttpServer.layerConfig(() => drainingServer(deadline, route), options)
+    return NodeHttpServer.layerConfig(() => drainingServer(deadline, limits, route), options)
   }))

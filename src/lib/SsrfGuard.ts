@@ -110,6 +110,10 @@ export const isBlockedAddress = (ip: string): boolean => {
 
 const refused = (message: string) => new UrlRefused({ message })
 
+/** The refusal the tenant sees: never the address the host resolved to (see checkUrl). */
+const notAllowed = (host: string) =>
+  `url host ${host} is not allowed: ${isIP(host) !== 0 ? "it is" : "it resolves to"} a private or reserved address`
+
 const lookupAll = (host: string) =>
   Effect.async<ReadonlyArray<LookupAddress>, UrlRefused>((resume) => {
     dnsLookup(host, { all: true, verbatim: true }, (err, addresses) => {
@@ -139,11 +143,17 @@ export const checkUrl = (raw: string, allowPrivate: boolean): Effect.Effect<URL,
     if (allowPrivate) return url
     // WHATWG parsing already normalised odd IPv4 spellings (0x7f.1, 2130706433) to dotted form.
     const host = url.hostname.startsWith("[") ? url.hostname.slice(1, -1) : url.hostname
-    const addresses = isIP(host) !== 0 ? [host] : (yield* lookupAll(host)).map((a) => a.address)
+    const literal = isIP(host) !== 0
+    const addresses = literal ? [host] : (yield* lookupAll(host)).map((a) => a.address)
     if (addresses.length === 0) return yield* refused(`url host ${host} does not resolve`)
     const bad = addresses.find(isBlockedAddress)
     if (bad !== undefined) {
-      return yield* refused(`url host ${host} resolves to a private or reserved address (${bad}); such URLs are not allowed`)
+      // The resolved address goes to the server log only: told to the tenant, it would map the
+      // deployment's internal DNS for them (which internal names exist and where they point).
+      if (!literal) {
+        yield* Effect.logWarning("SSRF guard: url refused").pipe(Effect.annotateLogs({ "url.host": host, "resolved.address": bad }))
+      }
+      return yield* refused(notAllowed(host))
     }
     return url
   })
@@ -159,7 +169,8 @@ export const guardedLookup = (hostname: string, options: LookupOptions, callback
     if (err) return callback(err, [])
     const bad = addresses.find((a) => isBlockedAddress(a.address))
     if (bad !== undefined) {
-      const error: NodeJS.ErrnoException = new Error(`refused: ${hostname} resolves to a private or reserved address (${bad.address})`)
+      // This message reaches tenants (a webhook delivery's last_error, a capability run's result).
+      const error: NodeJS.ErrnoException = new Error(notAllowed(hostname))
       error.code = "ESSRF"
       return callback(error, [])
     }

@@ -33,6 +33,17 @@ export interface GatewayProcess {
   readonly call: <T = any>(method: string, path: string, options?: CallOptions) => Promise<ApiResponse<T>>
   /** SIGTERM, then SIGKILL after `graceMs`; resolves once the process has exited. */
   readonly stop: (graceMs?: number) => Promise<void>
+  /** Sends one signal, nothing more. */
+  readonly signal: (signal: NodeJS.Signals) => void
+  /** How the process ended (exit code, or the signal that killed it). */
+  readonly exited: Promise<ProcessExit>
+  /** Resolves with the first output line matching `pattern`; fails after `timeoutMs`. */
+  readonly waitForLine: (pattern: RegExp, timeoutMs?: number) => Promise<string>
+}
+
+export interface ProcessExit {
+  readonly code: number | null
+  readonly signal: NodeJS.Signals | null
 }
 
 const live = new Set<ChildProcess>()
@@ -84,6 +95,35 @@ export const spawnEnv = (
   ...extra
 })
 
+/**
+ * Runs `node <entry>` in `cwd` (default: the checkout, the bundle) until it exits on its own, for
+ * starts that must fail; SIGKILL after `timeoutMs`. Resolves with how it ended and its output.
+ */
+export const runToExit = (options: {
+  readonly env: Record<string, string | undefined>
+  readonly cwd?: string
+  readonly entry?: string
+  readonly timeoutMs?: number
+}): Promise<ProcessExit & { readonly output: string }> =>
+  new Promise((resolve) => {
+    installExitHook()
+    const env: Record<string, string> = {}
+    for (const [name, value] of Object.entries({ ...process.env, ...options.env })) {
+      if (value !== undefined) env[name] = value
+    }
+    const child = spawn(process.execPath, [options.entry ?? "dist/main.js"], { cwd: options.cwd ?? ROOT, env, stdio: ["ignore", "pipe", "pipe"] })
+    live.add(child)
+    let output = ""
+    child.stdout.setEncoding("utf8").on("data", (text: string) => (output += text))
+    child.stderr.setEncoding("utf8").on("data", (text: string) => (output += text))
+    const kill = setTimeout(() => child.kill("SIGKILL"), options.timeoutMs ?? 60_000)
+    child.once("close", (code, signal) => {
+      clearTimeout(kill)
+      live.delete(child)
+      resolve({ code, signal, output })
+    })
+  })
+
 /** Starts the gateway in a child process and waits until its listeners are up. */
 export const spawnGateway = async (options: SpawnOptions): Promise<GatewayProcess> => {
   installExitHook()
@@ -115,7 +155,24 @@ export const spawnGateway = async (options: SpawnOptions): Promise<GatewayProces
   }
   collect(child.stdout)
   collect(child.stderr)
-  child.once("exit", () => live.delete(child))
+  const exited = new Promise<ProcessExit>((resolve) =>
+    child.once("exit", (code, signal) => {
+      live.delete(child)
+      resolve({ code, signal })
+    })
+  )
+  const waitForLine = (pattern: RegExp, timeoutMs = 10_000) =>
+    new Promise<string>((resolve, reject) => {
+      const started = Date.now()
+      const poll = setInterval(() => {
+        const line = lines.find((l) => pattern.test(l))
+        if (line !== undefined || Date.now() - started > timeoutMs) {
+          clearInterval(poll)
+          if (line !== undefined) resolve(line)
+          else reject(new Error(`${options.label}: no line matching ${pattern} within ${timeoutMs} ms:\n${tail()}`))
+        }
+      }, 10)
+    })
 
   const tail = () => lines.slice(-40).join("\n")
   const find = (pattern: RegExp) => {
@@ -160,6 +217,11 @@ export const spawnGateway = async (options: SpawnOptions): Promise<GatewayProces
     toolsUrl: find(toolsPattern),
     lines,
     call: callerFor(baseUrl),
-    stop: (graceMs = 10_000) => stopProcess(child, graceMs)
+    stop: (graceMs = 10_000) => stopProcess(child, graceMs),
+    signal: (signal) => {
+      child.kill(signal)
+    },
+    exited,
+    waitForLine
   }
 }

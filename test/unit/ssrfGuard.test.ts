@@ -189,9 +189,47 @@ describe("checkUrl", () => {
     }
   })
 
+  it("names the refused host but never the address it resolves to (no DNS oracle)", async () => {
+    mockedLookup.mockImplementationOnce(((_host: string, _options: unknown, cb: (...args: Array<unknown>) => void) =>
+      cb(null, [{ address: "10.20.30.40", family: 4 }])) as never)
+    const result = await Effect.runPromise(Effect.either(checkUrl("http://db.example.internal:5432/x", false)))
+    expect(Either.isLeft(result) && result.left.message).toBe(
+      "url host db.example.internal is not allowed: it resolves to a private or reserved address"
+    )
+    expect(mockedLookup).toHaveBeenCalledTimes(1)
+    // A literal needs no resolution: the message says the address itself is refused.
+    const literal = await Effect.runPromise(Effect.either(checkUrl("http://169.254.169.254/latest", false)))
+    expect(Either.isLeft(literal) && literal.left.message).toBe("url host 169.254.169.254 is not allowed: it is a private or reserved address")
+  })
+
   it("refuses a host that does not resolve, with the reason", async () => {
     const result = await Effect.runPromise(Effect.either(checkUrl("http://does-not-exist.invalid/", false)))
     expect(Either.isLeft(result) && result.left.message).toMatch(/does not resolve/)
+  })
+})
+
+describe("the API's refusal", () => {
+  let strict: Gateway
+  beforeAll(async () => {
+    strict = await startGateway({ env: { GATEWAY_ALLOW_PRIVATE_URLS: "false" } })
+  })
+  afterAll(async () => {
+    await strict?.close()
+  })
+
+  it("a webhook URL whose host resolves privately: 422 that says 'not allowed' without the address", async () => {
+    const { platformId, platformKey } = await createPlatform(strict)
+    const res = await strict.call("POST", `/v1/platforms/${platformId}/webhook-endpoints`, {
+      key: platformKey,
+      body: { url: "http://localhost:9/hook" }
+    })
+    expect(res.status).toBe(422)
+    expect(res.body.error).toMatchObject({
+      code: "validation_error",
+      param: "url",
+      message: "url host localhost is not allowed: it resolves to a private or reserved address"
+    })
+    expect(JSON.stringify(res.body)).not.toMatch(/127\.0\.0\.1|::1/)
   })
 })
 
@@ -210,7 +248,7 @@ describe("guardedLookup (connect-time re-check)", () => {
     for (const options of [{}, { all: true }, { family: 4 }] as const) {
       const { err } = await lookupOnce("localhost", options)
       expect(err?.code, JSON.stringify(options)).toBe("ESSRF")
-      expect(err?.message).toMatch(/private or reserved address/)
+      expect(err?.message).toBe("url host localhost is not allowed: it resolves to a private or reserved address")
     }
   })
 
@@ -226,7 +264,9 @@ describe("guardedLookup (connect-time re-check)", () => {
       cb(null, [{ address: "8.8.8.8", family: 4 }, { address: "10.0.0.5", family: 4 }])) as never)
     const { err } = await lookupOnce("mixed.test", {})
     expect(err?.code).toBe("ESSRF")
-    expect(err?.message).toContain("10.0.0.5")
+    // The error reaches tenants (webhook last_error, capability results): no resolved address in it.
+    expect(err?.message).toBe("url host mixed.test is not allowed: it resolves to a private or reserved address")
+    expect(err?.message).not.toContain("10.0.0.5")
   })
 
   it("http.request with lookup: guardedLookup to http://localhost:<port>/ fails with ESSRF and never reaches the server", async () => {
