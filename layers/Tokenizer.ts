@@ -1,5 +1,9 @@
 // Token counting for pre-flight estimates and for usage the upstream did not report
 // (interrupted streams): a real BPE tokenizer (o200k, gpt-tokenizer), never a char heuristic.
+// Bounded: BPE costs the square of a pre-token's length, so no pre-token longer than
+// PIECE_CHARS reaches it (a long run is counted in pieces), and large texts can be counted in
+// slices that yield to the event loop.
+import { Effect } from "effect"
 import { GptEncoding } from "gpt-tokenizer/GptEncoding"
 import { hash } from "node:crypto"
 import { readFileSync } from "node:fs"
@@ -43,7 +47,171 @@ const encoding = GptEncoding.getEncodingApi("o200k_base", o200kRanks)
  * quotes one fail its call.
  */
 const ordinary = { disallowedSpecial: new Set<string>() }
-const countTokens = (text: string): number => encoding.countTokens(text, ordinary)
+
+/** What counting needs of a BPE tokenizer: its pre-tokenizer, its vocabulary, its merge step. */
+export interface BpeCore {
+  /** The pre-tokenizer: a global Unicode regex whose matches are the pre-tokens, end to end. */
+  readonly pretokens: RegExp
+  /** The token a pre-token is, when it is one. */
+  readonly rankOf: (pretoken: string) => number | undefined
+  /** Tokens of a piece by byte-pair merges (cost grows with the square of its length). */
+  readonly encode: (piece: string) => number
+}
+
+/**
+ * The library's own core (gpt-tokenizer 3.4.0, pinned in package.json): the members its
+ * `countTokens` uses, private in its types. Checked when the module loads, so an upgrade that
+ * renames them stops the start instead of miscounting.
+ */
+interface LibraryCore {
+  readonly tokenSplitRegex: RegExp
+  readonly getBpeRankFromString: (text: string) => number | undefined
+  readonly bytePairEncode: (text: string) => ReadonlyArray<number>
+  readonly setMergeCacheSize: (size: number) => void
+}
+const libraryCore = (encoding as unknown as { readonly bytePairEncodingCoreProcessor: LibraryCore }).bytePairEncodingCoreProcessor
+if (
+  !(libraryCore?.tokenSplitRegex instanceof RegExp) || typeof libraryCore.getBpeRankFromString !== "function" ||
+  typeof libraryCore.bytePairEncode !== "function" || typeof libraryCore.setMergeCacheSize !== "function"
+) throw new Error("gpt-tokenizer: its BytePairEncodingCore is not the one layers/Tokenizer.ts was written for")
+
+/**
+ * The library remembers the merges of up to this many pre-tokens (its default is 100,000).
+ * Its keys are pre-token texts, at most PIECE_CHARS long here: full, it holds a few MB, where
+ * 100,000 distinct pieces of a hostile text would hold about 100 MB.
+ */
+const MERGE_CACHE_ENTRIES = 10_000
+libraryCore.setMergeCacheSize(MERGE_CACHE_ENTRIES)
+
+const o200k: BpeCore = {
+  pretokens: libraryCore.tokenSplitRegex,
+  rankOf: (pretoken) => libraryCore.getBpeRankFromString(pretoken),
+  encode: (piece) => libraryCore.bytePairEncode(piece).length
+}
+
+/**
+ * The longest piece BPE is given, in UTF-16 code units. A pre-token is a run of letters, of
+ * punctuation or of whitespace, so ordinary text has none this long and counts exactly; a
+ * longer run (a DNA string, a padding line, a hostile prompt) is counted piece by piece, each
+ * cut costing at most a token or so. Longer pieces cost more per character.
+ */
+export const PIECE_CHARS = 128
+
+/** Characters of text counted in one go before the count yields to the event loop. */
+export const SLICE_CHARS = 8_192
+
+const isHighSurrogate = (code: number) => code >= 0xd800 && code <= 0xdbff
+
+/**
+ * Counting over a BPE core that never hands it a pre-token longer than `pieceChars`: the
+ * library's own loop (pre-tokenize, one token when the pre-token is one, else BPE) with long
+ * pre-tokens cut into pieces. Texts with no long pre-token count exactly as the library does.
+ */
+export const boundedCounter = (core: BpeCore, pieceChars: number = PIECE_CHARS) => {
+  // One regex for every count: a count runs to its end (or to its slice's end) without
+  // yielding, and each starts by setting lastIndex.
+  const pretokens = new RegExp(core.pretokens.source, core.pretokens.flags)
+
+  const tokensOf = (pretoken: string): number => {
+    if (core.rankOf(pretoken) !== undefined) return 1
+    if (pretoken.length <= pieceChars) return core.encode(pretoken)
+    let tokens = 0
+    for (let start = 0; start < pretoken.length;) {
+      let end = Math.min(start + pieceChars, pretoken.length)
+      // A surrogate pair stays whole: half of one would count as a replacement character.
+      if (end < pretoken.length && end - start > 1 && isHighSurrogate(pretoken.charCodeAt(end - 1))) end--
+      tokens += core.encode(pretoken.slice(start, end))
+      start = end
+    }
+    return tokens
+  }
+
+  /** Tokens of `text`. */
+  const count = (text: string): number => {
+    pretokens.lastIndex = 0
+    let tokens = 0
+    let match: RegExpExecArray | null
+    while ((match = pretokens.exec(text)) !== null) tokens += tokensOf(match[0])
+    return tokens
+  }
+
+  /**
+   * Counts the pre-tokens of `text` from `from` (a pre-token boundary) until at least `chars`
+   * characters are read; adds their tokens to `into` and gives where the next slice starts (a
+   * pre-token boundary, so slices add up to the whole text's count exactly).
+   */
+  const countSlice = (text: string, from: number, chars: number, into: { tokens: number }): number => {
+    pretokens.lastIndex = from
+    const stop = from + chars
+    let match: RegExpExecArray | null
+    while ((match = pretokens.exec(text)) !== null) {
+      into.tokens += tokensOf(match[0])
+      if (pretokens.lastIndex >= stop) return pretokens.lastIndex
+    }
+    return text.length
+  }
+
+  /**
+   * Tokens of the part of `text` that no text appended later can change, and the rest, to be
+   * counted with what follows it: `tokens + count(rest + more)` is `count(text + more)`. The
+   * pre-tokenizer reads at most a few characters past a pre-token, except through one run of
+   * whitespace, which at most two more pre-tokens finish; so a pre-token is final once the one
+   * two further on ends a margin before the end of the text. When the rest is still over
+   * `keep` characters (the text ends in one long run), all but its last piece is counted too:
+   * that cut is one a long run gets anyway.
+   */
+  const countFinalPrefix = (text: string, keep: number): { readonly tokens: number; readonly rest: string } => {
+    const MARGIN = 8
+    pretokens.lastIndex = 0
+    let tokens = 0
+    let committed = 0
+    // The two pre-tokens read after the last committed one: their tokens and ends.
+    let olderTokens = 0
+    let olderEnd = -1
+    let newerTokens = 0
+    let newerEnd = -1
+    let match: RegExpExecArray | null
+    while ((match = pretokens.exec(text)) !== null) {
+      const end = pretokens.lastIndex
+      if (end + MARGIN >= text.length) break
+      const counted = tokensOf(match[0])
+      if (olderEnd >= 0) {
+        tokens += olderTokens
+        committed = olderEnd
+      }
+      olderTokens = newerTokens
+      olderEnd = newerEnd
+      newerTokens = counted
+      newerEnd = end
+    }
+    let rest = text.slice(committed)
+    if (rest.length > keep) {
+      let cut = rest.length - pieceChars
+      if (isHighSurrogate(rest.charCodeAt(cut - 1))) cut--
+      tokens += count(rest.slice(0, cut))
+      rest = rest.slice(cut)
+    }
+    return { tokens, rest }
+  }
+
+  return { count, countSlice, countFinalPrefix } as const
+}
+
+const bounded = boundedCounter(o200k)
+
+/** Characters counted since the process started (the tokenizer's work; diagnostics and tests). */
+let charactersCounted = 0
+export const countedCharacters = (): number => charactersCounted
+
+/**
+ * Tokens of one text. A text no longer than PIECE_CHARS holds no long pre-token and takes the
+ * library's own path; a longer one the bounded loop, which counts it the same unless it holds a
+ * long run.
+ */
+const countTokens = (text: string): number => {
+  charactersCounted += text.length
+  return text.length <= PIECE_CHARS ? encoding.countTokens(text, ordinary) : bounded.count(text)
+}
 
 /** A Map bounded to `entries`, the least recently used dropped first. */
 const lruCounts = (entries: number) => {
@@ -64,22 +232,33 @@ const lruCounts = (entries: number) => {
   }
 }
 
+interface MemoOptions {
+  readonly entries: number
+  readonly minChars: number
+  readonly shortEntries?: number
+}
+
 /**
- * `count` remembering its counts (least recently used dropped past `entries` of each kind): a
- * conversation resends its whole history with every call, and counting it again each turn cost
- * about 2.5 ms of CPU per call at 20,000 tokens; system prompts and other short messages repeat
- * across calls, and even a short text costs 5-15 us to count (the tokenizer's Unicode regex),
- * against a Map lookup. Long texts are remembered by their SHA-256, so the cache holds only
- * their digests; short ones (under `minChars`) by the text itself.
+ * Remembered counts (least recently used dropped past `entries` of each kind). Long texts are
+ * remembered by their SHA-256, so the memory holds only their digests; short ones (under
+ * `minChars`) by the text itself.
  */
-export const cachedCounter = (
-  count: (text: string) => number,
-  { entries, minChars, shortEntries = entries }: { readonly entries: number; readonly minChars: number; readonly shortEntries?: number }
-) => {
+const countMemo = ({ entries, minChars, shortEntries = entries }: MemoOptions) => {
   const long = lruCounts(entries)
   const short = lruCounts(shortEntries)
+  return (text: string) => text.length < minChars ? { cache: short, key: text } : { cache: long, key: hash("sha256", text, "base64") }
+}
+
+/**
+ * `count` remembering its counts: a conversation resends its whole history with every call,
+ * and counting it again each turn cost more CPU than the rest of the call; system prompts and
+ * other short messages repeat across calls, and even a short text costs more to count (the
+ * tokenizer's Unicode regex) than a Map lookup.
+ */
+export const cachedCounter = (count: (text: string) => number, options: MemoOptions) => {
+  const slotOf = countMemo(options)
   return (text: string): number => {
-    const [cache, key] = text.length < minChars ? [short, text] : [long, hash("sha256", text, "base64")]
+    const { cache, key } = slotOf(text)
     const known = cache.get(key)
     if (known !== undefined) return known
     const counted = count(text)
@@ -89,7 +268,16 @@ export const cachedCounter = (
 }
 
 // Short texts are at most 511 characters: 2,000 of them are at most about 2 MB.
-const countMessageTokens = cachedCounter(countTokens, { entries: 10_000, minChars: 512, shortEntries: 2_000 })
+const messageOptions: MemoOptions = { entries: 10_000, minChars: 512, shortEntries: 2_000 }
+const messageSlot = countMemo(messageOptions)
+const countMessageTokens = (text: string): number => {
+  const { cache, key } = messageSlot(text)
+  const known = cache.get(key)
+  if (known !== undefined) return known
+  const counted = countTokens(text)
+  cache.set(key, counted)
+  return counted
+}
 
 const messageText = (message: ChatMessage): string => {
   const content = typeof message.content === "string"
@@ -99,8 +287,96 @@ const messageText = (message: ChatMessage): string => {
   return content + calls
 }
 
+/** Characters of the text a prompt's count reads (contents, tool-call names and arguments), without reading it. */
+export const promptChars = (messages: ReadonlyArray<ChatMessage>): number => {
+  let chars = 0
+  for (const message of messages) {
+    if (typeof message.content === "string") chars += message.content.length
+    else if (message.content != null) for (const part of message.content) chars += part.text?.length ?? 0
+    if (message.tool_calls !== undefined) {
+      for (const call of message.tool_calls) chars += call.function.name.length + call.function.arguments.length
+    }
+  }
+  return chars
+}
+
 /** Prompt tokens of a chat request: content plus a small per-message framing overhead. */
 export const countPromptTokens = (messages: ReadonlyArray<ChatMessage>): number =>
   messages.reduce((sum, m) => sum + countMessageTokens(messageText(m)) + 4, 3)
 
 export const countTextTokens = (text: string): number => text === "" ? 0 : countTokens(text)
+
+/**
+ * Lets the event loop run what is waiting (I/O, timers, other requests) before going on:
+ * setImmediate runs after the pending I/O callbacks, where a microtask would not let them in.
+ */
+const yieldToEventLoop = Effect.async<void>((resume) => {
+  const pending = setImmediate(() => resume(Effect.void))
+  return Effect.sync(() => clearImmediate(pending))
+})
+
+/** Counts `text` in slices of SLICE_CHARS with a yield to the event loop after each. */
+const countSliced = Effect.fnUntraced(function*(text: string) {
+  charactersCounted += text.length
+  const into = { tokens: 0 }
+  let at = 0
+  while (true) {
+    at = bounded.countSlice(text, at, SLICE_CHARS, into)
+    if (at >= text.length) return into.tokens
+    yield* yieldToEventLoop
+  }
+})
+
+/**
+ * countTextTokens for a text of any size: the same count, in slices that yield to the event
+ * loop, so a large text does not hold up everyone else's requests while it is counted.
+ */
+export const countTextTokensYielding = (text: string): Effect.Effect<number> =>
+  text.length <= SLICE_CHARS ? Effect.sync(() => countTextTokens(text)) : countSliced(text)
+
+/**
+ * countPromptTokens for a prompt of any size: the same count (remembered counts included),
+ * yielding to the event loop after each SLICE_CHARS counted. For prompts over SLICE_CHARS;
+ * smaller ones take countPromptTokens, with no effect at all.
+ */
+export const countPromptTokensYielding = Effect.fnUntraced(function*(messages: ReadonlyArray<ChatMessage>) {
+  let total = 3
+  let sinceYield = 0
+  for (const message of messages) {
+    const text = messageText(message)
+    const { cache, key } = messageSlot(text)
+    let counted = cache.get(key)
+    if (counted === undefined) {
+      if (text.length > SLICE_CHARS) {
+        counted = yield* countSliced(text)
+      } else {
+        counted = countTokens(text)
+        sinceYield += text.length
+        if (sinceYield >= SLICE_CHARS) {
+          sinceYield = 0
+          yield* yieldToEventLoop
+        }
+      }
+      cache.set(key, counted)
+    }
+    total += counted + 4
+  }
+  return total
+})
+
+/**
+ * Past this many characters a stream's emitted text is counted up to its final part (see
+ * countEmittedPrefix), so a stream keeps at most about this much text, whatever it emits.
+ */
+export const EMITTED_TEXT_KEPT = 16_384
+
+/**
+ * The tokens of a stream's emitted text that later chunks cannot change, and the text to keep:
+ * `tokens + countTextTokens(rest + later)` counts as `countTextTokens(text + later)` would
+ * (exactly for ordinary text). Called when the kept text passes EMITTED_TEXT_KEPT.
+ */
+export const countEmittedPrefix = (text: string): { readonly tokens: number; readonly rest: string } => {
+  const counted = bounded.countFinalPrefix(text, EMITTED_TEXT_KEPT / 2)
+  charactersCounted += text.length - counted.rest.length
+  return counted
+}
