@@ -83,7 +83,8 @@ if (
 const MERGE_CACHE_ENTRIES = 10_000
 libraryCore.setMergeCacheSize(MERGE_CACHE_ENTRIES)
 
-const o200k: BpeCore = {
+/** The library's o200k core as a BpeCore (tests wrap it to watch what reaches BPE). */
+export const o200kCore: BpeCore = {
   pretokens: libraryCore.tokenSplitRegex,
   rankOf: (pretoken) => libraryCore.getBpeRankFromString(pretoken),
   encode: (piece) => libraryCore.bytePairEncode(piece).length
@@ -197,7 +198,7 @@ export const boundedCounter = (core: BpeCore, pieceChars: number = PIECE_CHARS) 
   return { count, countSlice, countFinalPrefix } as const
 }
 
-const bounded = boundedCounter(o200k)
+const bounded = boundedCounter(o200kCore)
 
 /** Characters counted since the process started (the tokenizer's work; diagnostics and tests). */
 let charactersCounted = 0
