@@ -100,8 +100,25 @@ export const PIECE_CHARS = 128
 
 /** Characters of text counted in one go before the count yields to the event loop. */
 export const SLICE_CHARS = 8_192
+/**
+ * A character merged by BPE weighs this many in a slice (a character that is a whole token, or
+ * part of one found by lookup, weighs one): merging costs several times a lookup, so a slice of
+ * text that is all merges (a hostile run) takes about as long as a slice of ordinary text.
+ */
+const MERGE_WEIGHT = 4
 
 const isHighSurrogate = (code: number) => code >= 0xd800 && code <= 0xdbff
+
+/** Where a count in slices stands: the next pre-token, or the next piece of a long one. */
+export interface CountCursor {
+  /** Where the next pre-token starts. */
+  next: number
+  /** The next piece of a long pre-token (ending at `pretokenEnd`) still to count. */
+  pieceAt: number
+  pretokenEnd: number
+  tokens: number
+}
+export const countCursor = (): CountCursor => ({ next: 0, pieceAt: 0, pretokenEnd: 0, tokens: 0 })
 
 /**
  * Counting over a BPE core that never hands it a pre-token longer than `pieceChars`: the
@@ -113,16 +130,21 @@ export const boundedCounter = (core: BpeCore, pieceChars: number = PIECE_CHARS) 
   // yielding, and each starts by setting lastIndex.
   const pretokens = new RegExp(core.pretokens.source, core.pretokens.flags)
 
+  /** Where the piece of `text` that starts at `at` ends, in a long pre-token ending at `end`. */
+  const pieceEnd = (text: string, at: number, end: number): number => {
+    const cut = Math.min(at + pieceChars, end)
+    // A surrogate pair stays whole: half of one would count as a replacement character.
+    return cut < end && cut - at > 1 && isHighSurrogate(text.charCodeAt(cut - 1)) ? cut - 1 : cut
+  }
+
   const tokensOf = (pretoken: string): number => {
     if (core.rankOf(pretoken) !== undefined) return 1
     if (pretoken.length <= pieceChars) return core.encode(pretoken)
     let tokens = 0
-    for (let start = 0; start < pretoken.length;) {
-      let end = Math.min(start + pieceChars, pretoken.length)
-      // A surrogate pair stays whole: half of one would count as a replacement character.
-      if (end < pretoken.length && end - start > 1 && isHighSurrogate(pretoken.charCodeAt(end - 1))) end--
-      tokens += core.encode(pretoken.slice(start, end))
-      start = end
+    for (let at = 0; at < pretoken.length;) {
+      const end = pieceEnd(pretoken, at, pretoken.length)
+      tokens += core.encode(pretoken.slice(at, end))
+      at = end
     }
     return tokens
   }
@@ -137,19 +159,42 @@ export const boundedCounter = (core: BpeCore, pieceChars: number = PIECE_CHARS) 
   }
 
   /**
-   * Counts the pre-tokens of `text` from `from` (a pre-token boundary) until at least `chars`
-   * characters are read; adds their tokens to `into` and gives where the next slice starts (a
-   * pre-token boundary, so slices add up to the whole text's count exactly).
+   * Counts about `chars` more characters of `text` from where `cursor` stands, adding their
+   * tokens to it; true when the text is counted to its end. A slice stops between pre-tokens or
+   * between the pieces of a long one, so slices add up to `count(text)` exactly.
    */
-  const countSlice = (text: string, from: number, chars: number, into: { tokens: number }): number => {
-    pretokens.lastIndex = from
-    const stop = from + chars
-    let match: RegExpExecArray | null
-    while ((match = pretokens.exec(text)) !== null) {
-      into.tokens += tokensOf(match[0])
-      if (pretokens.lastIndex >= stop) return pretokens.lastIndex
+  const countSlice = (text: string, cursor: CountCursor, chars: number): boolean => {
+    let budget = chars
+    while (true) {
+      while (cursor.pieceAt < cursor.pretokenEnd) {
+        if (budget <= 0) return false
+        const end = pieceEnd(text, cursor.pieceAt, cursor.pretokenEnd)
+        cursor.tokens += core.encode(text.slice(cursor.pieceAt, end))
+        budget -= (end - cursor.pieceAt) * MERGE_WEIGHT
+        cursor.pieceAt = end
+      }
+      if (cursor.next >= text.length) return true
+      if (budget <= 0) return false
+      pretokens.lastIndex = cursor.next
+      const match = pretokens.exec(text)
+      if (match === null) {
+        cursor.next = text.length
+        return true
+      }
+      const pretoken = match[0]
+      cursor.next = pretokens.lastIndex
+      if (core.rankOf(pretoken) !== undefined) {
+        cursor.tokens += 1
+        budget -= pretoken.length
+      } else if (pretoken.length <= pieceChars) {
+        cursor.tokens += core.encode(pretoken)
+        budget -= pretoken.length * MERGE_WEIGHT
+      } else {
+        // A long pre-token: its pieces are counted by the loop above, within the budget.
+        cursor.pieceAt = match.index
+        cursor.pretokenEnd = cursor.next
+      }
     }
-    return text.length
   }
 
   /**
@@ -319,13 +364,9 @@ const yieldToEventLoop = Effect.async<void>((resume) => {
 /** Counts `text` in slices of SLICE_CHARS with a yield to the event loop after each. */
 const countSliced = Effect.fnUntraced(function*(text: string) {
   charactersCounted += text.length
-  const into = { tokens: 0 }
-  let at = 0
-  while (true) {
-    at = bounded.countSlice(text, at, SLICE_CHARS, into)
-    if (at >= text.length) return into.tokens
-    yield* yieldToEventLoop
-  }
+  const cursor = countCursor()
+  while (!bounded.countSlice(text, cursor, SLICE_CHARS)) yield* yieldToEventLoop
+  return cursor.tokens
 })
 
 /**

@@ -86,16 +86,23 @@ describe("bounded token counting", () => {
   })
 
   it("counting in slices yields to the event loop between slices and gives the same count", async () => {
-    const text = textOf(seeded(4), SLICE_CHARS * 4, [...LETTERS, " ", ". ", "\n"])
-    let done = false
-    const counting = Effect.runPromise(countTextTokensYielding(text)).then((tokens) => {
-      done = true
-      return tokens
-    })
-    // Counted in one go, the count would be done before any other callback ran.
-    await new Promise((resolve) => setImmediate(resolve))
-    expect(done).toBe(false)
-    expect(await counting).toBe(countTextTokens(text))
+    const random = seeded(4)
+    const texts = {
+      prose: textOf(random, SLICE_CHARS * 4, [...LETTERS, " ", ". ", "\n"]),
+      // One pre-token: its pieces are sliced too.
+      run: textOf(random, SLICE_CHARS * 4, LETTERS)
+    }
+    for (const [name, text] of Object.entries(texts)) {
+      let done = false
+      const counting = Effect.runPromise(countTextTokensYielding(text)).then((tokens) => {
+        done = true
+        return tokens
+      })
+      // Counted in one go, the count would be done before any other callback ran.
+      await new Promise((resolve) => setImmediate(resolve))
+      expect(done, name).toBe(false)
+      expect(await counting, name).toBe(countTextTokens(text))
+    }
   })
 
   it("a large prompt counted in slices counts as countPromptTokens does", async () => {
