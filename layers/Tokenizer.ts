@@ -110,7 +110,7 @@ const MERGE_WEIGHT = 4
 const isHighSurrogate = (code: number) => code >= 0xd800 && code <= 0xdbff
 
 /** Where a count in slices stands: the next pre-token, or the next piece of a long one. */
-export interface CountCursor {
+interface CountCursor {
   /** Where the next pre-token starts. */
   next: number
   /** The next piece of a long pre-token (ending at `pretokenEnd`) still to count. */
@@ -118,7 +118,7 @@ export interface CountCursor {
   pretokenEnd: number
   tokens: number
 }
-export const countCursor = (): CountCursor => ({ next: 0, pieceAt: 0, pretokenEnd: 0, tokens: 0 })
+const countCursor = (): CountCursor => ({ next: 0, pieceAt: 0, pretokenEnd: 0, tokens: 0 })
 
 /**
  * Counting over a BPE core that never hands it a pre-token longer than `pieceChars`: the
@@ -295,35 +295,27 @@ const countMemo = ({ entries, minChars, shortEntries = entries }: MemoOptions) =
   return (text: string) => text.length < minChars ? { cache: short, key: text } : { cache: long, key: hash("sha256", text, "base64") }
 }
 
+const memoized = (slotOf: ReturnType<typeof countMemo>, count: (text: string) => number) => (text: string): number => {
+  const { cache, key } = slotOf(text)
+  const known = cache.get(key)
+  if (known !== undefined) return known
+  const counted = count(text)
+  cache.set(key, counted)
+  return counted
+}
+
 /**
  * `count` remembering its counts: a conversation resends its whole history with every call,
  * and counting it again each turn cost more CPU than the rest of the call; system prompts and
  * other short messages repeat across calls, and even a short text costs more to count (the
  * tokenizer's Unicode regex) than a Map lookup.
  */
-export const cachedCounter = (count: (text: string) => number, options: MemoOptions) => {
-  const slotOf = countMemo(options)
-  return (text: string): number => {
-    const { cache, key } = slotOf(text)
-    const known = cache.get(key)
-    if (known !== undefined) return known
-    const counted = count(text)
-    cache.set(key, counted)
-    return counted
-  }
-}
+export const cachedCounter = (count: (text: string) => number, options: MemoOptions) => memoized(countMemo(options), count)
 
-// Short texts are at most 511 characters: 2,000 of them are at most about 2 MB.
-const messageOptions: MemoOptions = { entries: 10_000, minChars: 512, shortEntries: 2_000 }
-const messageSlot = countMemo(messageOptions)
-const countMessageTokens = (text: string): number => {
-  const { cache, key } = messageSlot(text)
-  const known = cache.get(key)
-  if (known !== undefined) return known
-  const counted = countTokens(text)
-  cache.set(key, counted)
-  return counted
-}
+// Short texts are at most 511 characters: 2,000 of them are at most about 2 MB. The prompt
+// counts, in one go or in slices, share these.
+const messageSlot = countMemo({ entries: 10_000, minChars: 512, shortEntries: 2_000 })
+const countMessageTokens = memoized(messageSlot, countTokens)
 
 const messageText = (message: ChatMessage): string => {
   const content = typeof message.content === "string"
