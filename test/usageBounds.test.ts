@@ -5,6 +5,7 @@
 import { BigDecimal } from "effect"
 import OpenAI from "openai"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { MAX_REPORTED_TOKENS, usageInBounds } from "../layers/Inference.js"
 import { countPromptTokens, countTextTokens } from "../layers/Tokenizer.js"
 import { type FakeUpstream, startFakeOpenAi } from "./fakes/FakeOpenAi.js"
 import { createEndUser, type Gateway, provisionOpenAiModel, startGateway } from "./support/Gateway.js"
@@ -75,6 +76,21 @@ const expectBilledOnEstimate = async (endUserId: string, reported: { prompt: num
   expect(BigDecimal.equals(BigDecimal.unsafeFromString(debits[0]!), cost)).toBe(true)
   expect(BigDecimal.equals(BigDecimal.unsafeFromString(used), cost)).toBe(true)
 }
+
+describe("the bounds", () => {
+  it("each count a whole number from 0 to MAX_REPORTED_TOKENS; the total need not be the sum", () => {
+    const usage = (prompt_tokens: number, completion_tokens: number, total_tokens = prompt_tokens + completion_tokens) => ({ prompt_tokens, completion_tokens, total_tokens })
+    expect(usageInBounds(usage(0, 0))).toBe(true)
+    expect(usageInBounds(usage(MAX_REPORTED_TOKENS, 0))).toBe(true)
+    expect(usageInBounds(usage(120, 30, 200))).toBe(true) // cached or reasoning tokens counted apart
+    expect(usageInBounds(usage(MAX_REPORTED_TOKENS + 1, 0))).toBe(false)
+    expect(usageInBounds(usage(10, 10, MAX_REPORTED_TOKENS + 1))).toBe(false)
+    expect(usageInBounds(usage(-1, 5))).toBe(false)
+    expect(usageInBounds(usage(5, 1.5))).toBe(false)
+    expect(usageInBounds(usage(5, Number.NaN))).toBe(false)
+    expect(usageInBounds(usage(1e12, 1e12))).toBe(false)
+  })
+})
 
 describe("reported usage out of bounds", () => {
   it("negative counts (non-streaming): billed on the gateway's count, logged as estimated", async () => {
