@@ -61,9 +61,8 @@ const money = async (t: Tenant) => {
   return row.rows[0]
 }
 
-/** Letters without a space, different every few characters (no cache makes them cheap). */
-const letterRun = (length: number) => {
-  let seed = 12345
+/** Letters without a space, pseudo-random from `seed` (no cache makes them cheap: each test its own seed). */
+const letterRun = (length: number, seed: number) => {
   let text = ""
   while (text.length < length) {
     seed = (Math.imul(seed, 1103515245) + 12345) >>> 0
@@ -76,7 +75,7 @@ describe("a hostile prompt", () => {
   it("a 200k-letter prompt is answered, and another tenant's request meanwhile too", async () => {
     upstream.reset()
     const [hostile, other] = await Promise.all([tenant(), tenant()])
-    const run = letterRun(200_000)
+    const run = letterRun(200_000, 1)
     const [big, small] = await Promise.all([chat(hostile, run), chat(other, "What is the capital of France?")])
     expect(small.status).toBe(200)
     expect(small.body.choices[0].message.content).toBe("Hello from the fake upstream")
@@ -131,7 +130,7 @@ describe("a hostile prompt", () => {
     await gw.call("POST", `/v1/platforms/${t.platformId}/end-users/${t.endUserId}/budget/debit`, { key: t.platformKey, body: { amount_usd: 1 } })
     const before = await money(t)
     const counted = countedCharacters()
-    const res = await chat(t, letterRun(250_000))
+    const res = await chat(t, letterRun(250_000, 2))
     expect(res.status).toBe(402)
     expect(res.body.error).toMatchObject({ code: "budget_exhausted" })
     expect(countedCharacters() - counted).toBeLessThan(1_000)
@@ -142,7 +141,7 @@ describe("a hostile prompt", () => {
   it("a stream whose emitted text is one long run, cut short, is settled with that run's count", async () => {
     upstream.reset()
     const t = await tenant()
-    const run = letterRun(200_000)
+    const run = letterRun(200_000, 3)
     // One content chunk of 200k letters, then the body ends: no finish, no usage.
     upstream.setBehavior({ reply: run, endAfterChunks: 1 })
     const res = await chat(t, "Print a long blob.", { stream: true })
