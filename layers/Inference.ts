@@ -15,6 +15,7 @@ import {
   PaymentRequired,
   ValidationError
 } from "../schemas/Errors.js"
+import { countConfig } from "../src/lib/ConfigValues.js"
 import { objectId } from "../src/lib/Ids.js"
 import { dec } from "../src/lib/Money.js"
 import { annotateCurrentSpan, callSpans, currentSpan, tracingEnabled, withTraceparent } from "../src/lib/CurrentSpan.js"
@@ -30,7 +31,16 @@ import { costUsd, inferenceDuration, inferenceRequests, preflightRejections, tag
 import { type Candidate, orderCandidates, ProviderRouter } from "./ProviderRouter.js"
 import { type BudgetExpectation, Settlements, unsettled } from "./Settlements.js"
 import { RateLimiter, type RateLimitExceeded, type RateLimits, type RateLimitState } from "./RateLimiter.js"
-import { countPromptTokens, countTextTokens } from "./Tokenizer.js"
+import {
+  countEmittedPrefix,
+  countPromptTokens,
+  countPromptTokensYielding,
+  countTextTokens,
+  countTextTokensYielding,
+  EMITTED_TEXT_KEPT,
+  promptChars,
+  SLICE_CHARS
+} from "./Tokenizer.js"
 import { UpstreamAdapters } from "./upstream/Adapters.js"
 import type { UpstreamError } from "./upstream/Upstream.js"
 
@@ -41,6 +51,26 @@ export type RequestType = "chat.completion" | "response"
 /** Cap assumed for the estimate when the request sets no max_tokens. */
 const DEFAULT_MAX_TOKENS = 4096
 const MTOK = BigDecimal.make(1_000_000n, 0)
+
+/**
+ * Reported usage is believed only when each count (prompt, completion, total) is a whole number
+ * from 0 to this: no call comes near ten million tokens, and a count past it (or negative, or
+ * fractional) is a provider's bug or a hostile upstream. A total that differs from prompt +
+ * completion is kept (providers count cached and reasoning tokens their own way).
+ */
+export const MAX_REPORTED_TOKENS = 10_000_000
+const believable = (count: number) => Number.isSafeInteger(count) && count >= 0 && count <= MAX_REPORTED_TOKENS
+export const usageInBounds = (usage: Usage): boolean =>
+  believable(usage.prompt_tokens) && believable(usage.completion_tokens) && believable(usage.total_tokens)
+const UNTRUSTED_USAGE = "reported usage out of bounds; billed on the gateway's token count"
+const DROPPED = "upstream dropped mid-stream"
+
+/** A stream's emitted text: the tokens of what was counted already, and the text not counted yet. */
+interface EmittedText {
+  readonly counted: number
+  readonly text: string
+}
+const emittedTokens = (emitted: EmittedText) => emitted.counted + countTextTokens(emitted.text)
 
 export type PreflightError = Forbidden | NotFound | ValidationError | RateLimitExceeded | PaymentRequired
 
@@ -76,6 +106,11 @@ export interface Outcome {
   readonly errorMessage: string | null
   /** Streams: milliseconds from admission to the first content. */
   readonly timeToFirstTokenMs?: number | undefined
+  /**
+   * The provider's usage when it was out of bounds (usageInBounds): then `usage` is the
+   * gateway's count, and the log row keeps this in its metadata (`reported_usage`).
+   */
+  readonly reportedUsage?: Usage | undefined
 }
 
 const ZERO = BigDecimal.make(0n, 0)
@@ -110,6 +145,9 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
     const admissionCache = yield* AdmissionCache
     // Per upstream attempt, until the answer (or the stream's headers) arrives.
     const attemptTimeoutMs = yield* Config.integer("GATEWAY_UPSTREAM_TIMEOUT_MS").pipe(Config.withDefault(60_000))
+    // Characters of message text one request may carry (contents, tool-call names and
+    // arguments): checked before anything is counted, well under the body size limit.
+    const maxPromptChars = yield* countConfig("GATEWAY_MAX_PROMPT_CHARS", 2_000_000)
 
     // Whether this instance makes spans is settled when it starts (TracingLive): without an
     // exporter, a per-call span helper or span annotation is a runtime operation and a closure for
@@ -121,17 +159,31 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
     const step = <A, E>(name: string, check: () => Effect.Effect<A, E>): Effect.Effect<A, E> =>
       tracing ? Effect.suspend(check).pipe(span(name)) : check()
 
-    /** Check 1: the model exists for this platform and the key may do inference; gives max_tokens. */
+    /**
+     * Check 1: the model exists for this platform, the key may do inference and the prompt is
+     * within GATEWAY_MAX_PROMPT_CHARS (`chars`, its length, read before anything is counted);
+     * gives max_tokens.
+     */
     const checkModel = (
       caller: Caller,
       request: ChatRequest,
-      candidates: ReadonlyArray<Candidate>
+      candidates: ReadonlyArray<Candidate>,
+      chars: number,
+      requestType: RequestType
     ): Either.Either<number | undefined, Forbidden | NotFound | ValidationError> => {
       if (!caller.scopes.includes("inference")) {
         return Either.left(new Forbidden({ code: "insufficient_scope", message: "This key lacks the inference scope" }))
       }
       if (candidates.length === 0) {
         return Either.left(new NotFound({ code: "model_not_found", param: "model", message: `The model '${request.model}' does not exist or is not enabled` }))
+      }
+      if (chars > maxPromptChars) {
+        const field = requestType === "response" ? "input" : "messages"
+        return Either.left(new ValidationError({
+          code: "context_length_exceeded",
+          param: field,
+          message: `The ${field} hold ${chars} characters of text; this gateway accepts at most ${maxPromptChars} per request`
+        }))
       }
       const maxTokens = request.max_tokens ?? request.max_completion_tokens
       if (maxTokens !== undefined && maxTokens < 16 && candidates.some((c) => c.kind === "openai-responses")) {
@@ -192,6 +244,27 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
       }
       return Either.void
     }
+
+    /**
+     * Whether checks 3 or 4 refuse the call whatever its prompt's size, and check 2 does not
+     * need the size to decide (no tokens-per-minute limit): then the prompt need not be counted
+     * to give the answer the checks in order give. Reads the snapshot only; a period boundary
+     * that passed (check 3 resets it first) answers no.
+     */
+    const refusedWhateverTheSize = (caller: Caller, snapshot: AdmissionSnapshot): boolean => {
+      const row = snapshot.budget
+      if (caller._tag !== "EndUserKey" || row === null || !row.is_active) return false
+      if (resolveLimits(snapshot.override, snapshot.settings.default_rate_limits).tpm_limit !== null) return false
+      if (currentPeriodStart(row.period, row.period_anchor, new Date(clock.unsafeCurrentTimeMillis())).getTime() > row.period_start.getTime()) return false
+      return row.is_suspended || Either.isLeft(checkBudget(row, snapshot))
+    }
+
+    /**
+     * The prompt estimate of a prompt over SLICE_CHARS: counted in slices that let other
+     * requests run meanwhile, or not at all when the checks refuse the call whatever it is.
+     */
+    const estimateLargePrompt = (caller: Caller, snapshot: AdmissionSnapshot, request: ChatRequest): Effect.Effect<number> =>
+      refusedWhateverTheSize(caller, snapshot) ? Effect.succeed(0) : countPromptTokensYielding(request.messages)
 
     /** Check 5: the platform wallet covers the estimate (priced at the dearest candidate). */
     const checkWallet = (snapshot: AdmissionSnapshot, promptEstimate: number, maxTokens: number | undefined): Either.Either<void, PaymentRequired> => {
@@ -262,8 +335,10 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
     const checks = Effect.fnUntraced(function*(caller: Caller, request: ChatRequest, requestType: RequestType) {
       const startedAt = clock.unsafeCurrentTimeMillis()
       const snapshot = yield* readSnapshot(caller, request.model)
-      const maxTokens = yield* step("preflight.model", () => checkModel(caller, request, snapshot.candidates))
-      const promptEstimate = countPromptTokens(request.messages)
+      const chars = promptChars(request.messages)
+      const maxTokens = yield* step("preflight.model", () => checkModel(caller, request, snapshot.candidates, chars, requestType))
+      // A small prompt is counted at once, as part of this step; a large one in slices.
+      const promptEstimate = chars <= SLICE_CHARS ? countPromptTokens(request.messages) : yield* estimateLargePrompt(caller, snapshot, request)
       const { limits, rateLimit } = yield* step("preflight.rate_limit", () => checkRateLimit(caller, snapshot, promptEstimate))
       const live = yield* step("preflight.suspension", () => checkSuspension(caller, snapshot))
       yield* step("preflight.budget", () => checkBudget(live?.is_active === true ? live : null, snapshot))
@@ -375,7 +450,10 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
               status: outcome.status,
               error_message: outcome.errorMessage,
               token_count_method: outcome.method,
-              metadata: { request_id: admitted.requestId, stream: admitted.request.stream === true }
+              billing_status: outcome.reportedUsage !== undefined && BigDecimal.greaterThan(cost, ZERO) ? "estimated" : undefined,
+              metadata: outcome.reportedUsage === undefined
+                ? { request_id: admitted.requestId, stream: admitted.request.stream === true }
+                : { request_id: admitted.requestId, stream: admitted.request.stream === true, reported_usage: outcome.reportedUsage }
             },
             details,
             actor: actorOf(caller),
@@ -393,6 +471,19 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
         span("Inference.settle")
       )
 
+    /** The gateway's own count of a call: the admission's prompt estimate and the emitted text's tokens. */
+    const estimatedUsage = (admitted: Admitted, completion: number): Usage => ({
+      prompt_tokens: admitted.promptEstimate,
+      completion_tokens: completion,
+      total_tokens: admitted.promptEstimate + completion
+    })
+
+    /** The text a completion emitted: its messages' content and tool-call arguments. */
+    const answerText = (completion: ChatCompletion): string =>
+      completion.choices.map((choice) =>
+        (choice.message.content ?? "") + (choice.message.tool_calls ?? []).map((call) => call.function.arguments).join("")
+      ).join("")
+
     /** One upstream attempt's call; W3C traceparent names the attempt's span as the parent. */
     const callFor = (admitted: Admitted, candidate: Candidate) =>
       withTraceparent((traceparent) => ({
@@ -409,11 +500,17 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
         admitted.candidates,
         (c) => Effect.flatMap(callFor(admitted, c), adapters.get(c.kind).complete)
       )
-      yield* settle(admitted, { candidate, usage: value.usage, method: "reported", status: "success", errorMessage: null })
-      return { ...value, id: admitted.requestId, model: admitted.request.model }
+      if (usageInBounds(value.usage)) {
+        yield* settle(admitted, { candidate, usage: value.usage, method: "reported", status: "success", errorMessage: null })
+        return { ...value, id: admitted.requestId, model: admitted.request.model }
+      }
+      // The answer carries the usage it was billed for.
+      const usage = estimatedUsage(admitted, yield* countTextTokensYielding(answerText(value)))
+      yield* settle(admitted, { candidate, usage, method: "estimated", status: "success", errorMessage: UNTRUSTED_USAGE, reportedUsage: value.usage })
+      return { ...value, id: admitted.requestId, model: admitted.request.model, usage }
     })
 
-    /** Non-streaming: route with failover, settle with the reported usage. */
+    /** Non-streaming: route with failover, settle with the reported usage (the gateway's count when it is out of bounds). */
     const complete = (admitted: Admitted): Effect.Effect<ChatCompletion, BadGateway | GatewayTimeout> =>
       // Once sent upstream, a call runs to its answer (each attempt bounded by the upstream
       // timeout) and is settled even if the client has left, since the provider bills it either
@@ -429,19 +526,35 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
      * drop, client disconnect), emitted tokens are settled exactly once.
      */
     const stream = Effect.fnUntraced(function*(admitted: Admitted) {
-      const state = { text: "", usage: null as Usage | null, dropped: false, done: false, created: 0, firstTokenAt: 0 }
+      const state = {
+        /** The emitted text not counted yet: at most about EMITTED_TEXT_KEPT characters. */
+        text: "",
+        /** Tokens of the emitted text counted already (countEmittedPrefix). */
+        counted: 0,
+        usage: null as Usage | null,
+        /** The provider's usage when it was out of bounds (then `usage` is the gateway's count). */
+        reported: null as Usage | null,
+        dropped: false,
+        done: false,
+        created: 0,
+        firstTokenAt: 0
+      }
       /** What the stream carried so far, settled on the candidate that served it. */
       const settleStream = (candidate: Candidate) =>
         Effect.suspend(() => {
-          const completion = state.usage?.completion_tokens ?? countTextTokens(state.text)
-          const prompt = state.usage?.prompt_tokens ?? admitted.promptEstimate
+          const trusted = state.reported === null ? state.usage : null
+          const completion = trusted?.completion_tokens ?? emittedTokens(state)
+          const prompt = trusted?.prompt_tokens ?? admitted.promptEstimate
           return settle(admitted, {
             candidate,
             usage: { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion },
-            method: state.usage !== null ? "reported" : "estimated",
+            method: trusted !== null ? "reported" : "estimated",
             status: state.dropped ? "error" : state.usage !== null || state.done ? "success" : "interrupted",
-            errorMessage: state.dropped ? "upstream dropped mid-stream" : null,
-            timeToFirstTokenMs: state.firstTokenAt === 0 ? undefined : state.firstTokenAt - admitted.startedAt
+            errorMessage: state.reported === null
+              ? (state.dropped ? DROPPED : null)
+              : state.dropped ? `${DROPPED}; ${UNTRUSTED_USAGE}` : UNTRUSTED_USAGE,
+            timeToFirstTokenMs: state.firstTokenAt === 0 ? undefined : state.firstTokenAt - admitted.startedAt,
+            reportedUsage: state.reported ?? undefined
           })
         })
       const includeUsage = admitted.request.stream_options?.include_usage === true
@@ -457,10 +570,26 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
           for (const call of choice.delta.tool_calls ?? []) state.text += call.function?.arguments ?? ""
           if (choice.finish_reason !== null) state.done = true
         }
-        if (chunk.usage) state.usage = chunk.usage
+        // Memory per stream stays bounded: past EMITTED_TEXT_KEPT the final part of the text is counted and let go.
+        if (state.text.length >= EMITTED_TEXT_KEPT) {
+          const { tokens, rest } = countEmittedPrefix(state.text)
+          state.counted += tokens
+          state.text = rest
+        }
+        if (chunk.usage) {
+          if (usageInBounds(chunk.usage)) {
+            state.usage = chunk.usage
+            state.reported = null
+          } else {
+            state.reported = chunk.usage
+            state.usage = estimatedUsage(admitted, emittedTokens(state))
+          }
+        }
         if (!includeUsage && chunk.choices.length === 0) return undefined // the usage-only chunk
         const relabeled = { ...chunk, id: admitted.requestId, model: admitted.request.model }
-        return includeUsage || chunk.usage == null ? relabeled : { ...relabeled, usage: undefined }
+        if (chunk.usage == null || (includeUsage && state.reported === null)) return relabeled
+        // Without include_usage no usage is relayed; with it, the usage the call is billed for.
+        return { ...relabeled, usage: includeUsage ? state.usage ?? undefined : undefined }
       }
       // The attempt in flight: a client that leaves before the first byte, once the request
       // went upstream, is settled as one that leaves mid-stream (interrupted: its prompt, no

@@ -28,8 +28,9 @@ import { type BudgetEventType, wantedBy } from "./WebhookOutbox.js"
 type WalletSettings = NonNullable<PlatformSettings["end_user_wallet"]>
 
 /**
- * What the log row says about the call itself; its id, tenant, time, cost and billing status
- * come from the settlement.
+ * What the log row says about the call itself; its id, tenant, time and cost come from the
+ * settlement, and so does its billing status (`billed`, or `not_billed` at zero cost) unless the
+ * call sets one.
  */
 export interface CallRecord {
   readonly request_type: string
@@ -44,6 +45,11 @@ export interface CallRecord {
   readonly status: string
   readonly error_message: string | null
   readonly token_count_method: string
+  /**
+   * `estimated`: billed on the gateway's own token count because the provider's usage was out
+   * of bounds. Written by the transaction (the one statement writes only billed/not_billed).
+   */
+  readonly billing_status?: "estimated" | undefined
   readonly metadata: Record<string, unknown>
 }
 
@@ -137,17 +143,18 @@ const logRowOf = (s: Settlement) => ({
   platform_id: s.platformId,
   end_user_id: s.endUserId,
   estimated_cost_usd: sqlDec(s.costUsd),
-  billing_status: BigDecimal.greaterThan(s.costUsd, ZERO) ? "billed" : "not_billed",
+  billing_status: s.log.billing_status ?? (BigDecimal.greaterThan(s.costUsd, ZERO) ? "billed" : "not_billed"),
   created_at: s.at.toISOString()
 })
 
 /**
  * Whether a settlement can go by the one statement (see `commitAtOnce`), as far as it tells by
  * itself: its budget as admission saw it is known and its period had not ended by the call's end,
- * and it charges no display ledger (the display rules are applied in JS by the transaction).
+ * it charges no display ledger (the display rules are applied in JS by the transaction), and its
+ * billing status follows from its cost (settle_at_once writes no other).
  */
 const atOnceCandidate = (s: Settlement) =>
-  s.displaySettings?.enabled !== true && (
+  s.displaySettings?.enabled !== true && s.log.billing_status === undefined && (
     s.endUserId === null ||
     s.budget === null ||
     (s.budget !== undefined && (s.budget.periodEnd === null || s.at.getTime() < s.budget.periodEnd.getTime()))

@@ -33,6 +33,8 @@ export interface FakeBehavior {
   readonly chunkDelayMs?: number
   /** Pause before the status line (slow but not hung). */
   readonly responseDelayMs?: number
+  /** Report this usage instead of the fake's own count (a provider with broken or hostile usage). */
+  readonly usage?: FakeUsage
 }
 
 /** What the last turn asks for, read from the provider's own request shape. */
@@ -172,7 +174,7 @@ export const startFake = async (protocol: FakeProtocol): Promise<FakeUpstream> =
     if (behavior.hang) return // never answer; close() or the client ends it
     const c = protocol.conversation(body)
     const plan = planFor(c, behavior, n)
-    const usage: FakeUsage = { prompt: c.messageCount * 10, completion: plan.pieces.length }
+    const usage: FakeUsage = behavior.usage ?? { prompt: c.messageCount * 10, completion: plan.pieces.length }
     if (!c.stream) {
       if (behavior.dropAfterChunks !== undefined) return res.socket?.destroy()
       return sendJson(res, 200, protocol.json(plan, usage, c, n))
