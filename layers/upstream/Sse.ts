@@ -95,6 +95,7 @@ export class SseParser {
   }
 
   private onLine(line: string, events: Array<SseEvent>) {
+    if (line.length > this.maxLineLength) return this.overflow()
     if (line === "") {
       if (this.data !== undefined || this.event !== undefined) events.push({ event: this.event, data: this.data ?? "" })
       this.event = undefined
