@@ -19,7 +19,7 @@ const CREDENTIAL_PATTERNS: ReadonlyArray<readonly [RegExp, string]> = [
   [/\b(Bearer|Basic|Token)\s+[A-Za-z0-9._~+/=-]+/gi, `$1 ${REDACTED}`],
   [/\b(?:sk|pk|rk)-[A-Za-z0-9_-]{6,}/g, REDACTED],
   [
-    /((?:x-api-key|api[-_]?key|authorization|access[-_]?token|refresh[-_]?token|client[-_]?secret|secret|password)["']?\s*[:=]\s*["']?)(?!\[redacted\])[^\s"',;&}]+/gi,
+    /((?:x-api-key|api[-_]?key|authorization|access[-_]?token|refresh[-_]?token|client[-_]?secret|secret|password)["']?\s*[:=]\s*["']?)(?!\[redacted\]|(?:Bearer|Basic|Token)\s)[^\s"',;&}]+/gi,
     `$1${REDACTED}`
   ]
 ]
