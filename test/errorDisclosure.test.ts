@@ -1,8 +1,6 @@
-// What error answers, spans and logs disclose. An upstream that echoes the credentials it was sent
-// (in a 401 body, in a 200 body's error field, in a stream's first event) never shows the
-// tenant's provider key to the client, nor puts it in any span or log line; the client gets the
-// status and the spec's code in the gateway's words, the log the provider's text redacted, spans
-// nothing of it. A request that fails its schema gets the field and a short reason, no schema text.
+// What error answers, spans and logs disclose: an upstream echoing the provider key it was sent never
+// shows it to the client, a span or a log line (the log gets the provider's text redacted); a request
+// that fails its schema gets the field and a short reason, no schema text.
 import { NodeSdk } from "@effect/opentelemetry"
 import { InMemorySpanExporter, SimpleSpanProcessor } from "@opentelemetry/sdk-trace-base"
 import { Cause, Layer, Logger, LogLevel } from "effect"

@@ -1,8 +1,6 @@
-// An upstream cannot make the gateway hold unbounded memory: a 1 GiB JSON answer, a 1 GiB error
-// body and a 1 GiB SSE line without end (all made lazily by the hostile fake) are cut at their
-// caps, the socket closed early; the client gets a clean 502, or the next candidate's answer;
-// the process's RSS stays bounded (a memory bound, sampled during the call and after a forced GC).
-// Answers just under the caps still work; a long line after the first chunk ends the stream.
+// An upstream cannot make the gateway hold unbounded memory: 1 GiB JSON answers, error bodies and SSE
+// lines (made lazily) are cut at their caps, the socket closed early, the client answered 502 or by
+// the next candidate, RSS bounded (sampled, and after a forced GC); answers under the caps still work.
 import { setFlagsFromString } from "node:v8"
 import { runInNewContext } from "node:vm"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"

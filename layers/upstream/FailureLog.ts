@@ -1,7 +1,6 @@
 // The server-side record of a failed upstream attempt: the provider's own text (UpstreamError.detail)
-// with credentials redacted, logged as a warning outside any span. Clients and traces only ever get
-// the gateway's generic wording; an upstream that echoes the Authorization header it was sent must
-// not hand the tenant's provider key to anyone, the operator's log readers included.
+// with credentials redacted, logged as a warning outside any span; clients and traces only get the
+// gateway's generic wording, since an upstream may echo the provider key it was sent.
 import { Context, Effect, FiberRef, Tracer } from "effect"
 import type { UpstreamError } from "./Upstream.js"
 

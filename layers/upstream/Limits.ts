@@ -1,7 +1,6 @@
-// How much of an upstream's answer the gateway may hold in memory: a JSON answer, one SSE line
-// (or one event's data), a non-2xx body kept for the log. One misbehaving provider must not be
-// able to exhaust an instance's memory, so every buffer that grows with the provider's output
-// has a ceiling, and crossing it fails the attempt rather than growing.
+// How much of an upstream's answer the gateway may hold in memory (a JSON answer, one SSE line or
+// event, a non-2xx body kept for the log): every buffer that grows with a provider's output has a
+// ceiling, and crossing it fails the attempt rather than growing.
 import { Config } from "effect"
 import { bytesConfig } from "../../src/lib/ConfigValues.js"
 

@@ -1,7 +1,6 @@
-// How a request that did not match its schema is explained to the client: the field's path and a
-// short human reason ("is missing", "must be a string", "must be one of: a, b"). Never the schema's
-// own rendering (TypeScript-like types, brands, refinement internals) nor the value that was sent:
-// the full formatted issue is for the server log only.
+// How a request that failed its schema is explained to the client: the field's path and a short
+// reason ("is missing", "must be one of: a, b"), never the schema's rendering of types and
+// refinements nor the value sent; the full formatted issue is for the server log only.
 import type { HttpApiError } from "@effect/platform"
 
 type Issue = HttpApiError.HttpApiDecodeError["issues"][number]

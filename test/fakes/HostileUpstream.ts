@@ -1,7 +1,6 @@
-// A hostile OpenAI-compatible upstream (a real node:http server on 127.0.0.1) with scripted bad
-// answers: bodies far larger than any cap (made lazily, a reused buffer written under
-// backpressure, never built in memory), an SSE line without end, bodies that echo the caller's
-// credentials; it records per request how many body bytes it got out before the client left.
+// A hostile OpenAI-compatible upstream (real node:http on 127.0.0.1): answers far past any cap, made
+// lazily under backpressure; an SSE line without end; bodies quoting the caller's credentials. It
+// records per request how many body bytes got out before the client left.
 import { createServer, type IncomingHttpHeaders, type ServerResponse } from "node:http"
 import type { AddressInfo } from "node:net"
 
