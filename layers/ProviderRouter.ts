@@ -1,9 +1,11 @@
 // ProviderRouter: the routing order of a model's candidates (enabled configs whose provider has
 // an active key for the platform, read with the admission snapshot): priority, then weighted
 // random within a priority; and the failover loop: the next candidate on connect errors,
-// timeouts, 429 and 5xx.
+// timeouts, 429 and 5xx. Each failed attempt is logged with the provider's redacted text; the
+// client only ever hears the gateway's generic wording.
 import { BigDecimal, Effect } from "effect"
 import { BadGateway, GatewayTimeout } from "../schemas/Errors.js"
+import { logUpstreamFailure } from "./upstream/FailureLog.js"
 import type { ProviderKind, UpstreamError } from "./upstream/Upstream.js"
 import { callSpans, tracingEnabled } from "../src/lib/CurrentSpan.js"
 
@@ -45,6 +47,25 @@ export const orderCandidates = <C extends { readonly priority: number; readonly 
   return ordered
 }
 
+/**
+ * The 502 or 504 message: what kind of failure, and the provider's status, in the gateway's words.
+ * Never the provider's text (an upstream may echo the credentials it was sent) nor its address.
+ */
+export const upstreamFailureMessage = (error: UpstreamError | undefined): string => {
+  switch (error?.kind) {
+    case undefined:
+      return "No upstream provider could serve the request"
+    case "status":
+      return error.status === undefined ? "The upstream provider reported an error" : `The upstream provider answered ${error.status}`
+    case "connect":
+      return "The upstream provider could not be reached or dropped the connection"
+    case "protocol":
+      return "The upstream provider sent an answer the gateway could not use"
+    case "timeout":
+      return "The upstream did not answer in time"
+  }
+}
+
 export class ProviderRouter extends Effect.Service<ProviderRouter>()("gateway/ProviderRouter", {
   effect: Effect.gen(function*() {
     // Attempt spans only when this instance makes spans (see Inference).
@@ -67,15 +88,13 @@ export class ProviderRouter extends Effect.Service<ProviderRouter>()("gateway/Pr
         ))
         if (result._tag === "Right") return { value: result.right, candidate }
         last = result.left
+        yield* logUpstreamFailure(last, { provider: candidate.providerSlug, model: candidate.providerModelId, apiKey: candidate.apiKey })
         if (!last.retryable) break
       }
       if (last?.kind === "timeout") {
-        return yield* new GatewayTimeout({ code: "upstream_timeout", message: "The upstream did not answer in time" })
+        return yield* new GatewayTimeout({ code: "upstream_timeout", message: upstreamFailureMessage(last) })
       }
-      return yield* new BadGateway({
-        code: "upstream_error",
-        message: `Upstream failed: ${last?.message ?? "no candidate"}`
-      })
+      return yield* new BadGateway({ code: "upstream_error", message: upstreamFailureMessage(last) })
     })
     // The generator is defined once (tryInOrder), not per call (docs/performance.md step 57).
     const route = <A>(

@@ -282,7 +282,9 @@ for (const suite of suites) {
         fake.setBehavior({ fail: { status: 503, times: 2, message: "try later" } })
         const e1 = yield* failureOf(adapter.complete(makeCall(fake.url)))
         expect(e1).toMatchObject({ kind: "status", status: 503, retryable: true })
-        expect(e1.message).toContain("try later")
+        // The provider's words are the detail (logged, redacted), never the message (spans, answers).
+        expect(e1.message).toBe("upstream answered 503")
+        expect(e1.detail).toContain("try later")
         // A stream fails before it is handed out, so the router can still fail over.
         const e2 = yield* failureOf(adapter.stream(makeCall(fake.url, { stream: true })))
         expect(e2).toMatchObject({ kind: "status", status: 503, retryable: true })
@@ -294,12 +296,13 @@ for (const suite of suites) {
         expect(ok.choices[0]?.message.content).toBe(REPLY)
       }))
 
-    it.live("400 is not retryable and carries the upstream message", () =>
+    it.live("400 is not retryable and carries the upstream message as its detail", () =>
       Effect.gen(function*() {
         fake.setBehavior({ fail: { status: 400, times: 1, message: "messages: bad role" } })
         const e = yield* failureOf(adapter.complete(makeCall(fake.url)))
         expect(e).toMatchObject({ kind: "status", status: 400, retryable: false })
-        expect(e.message).toContain("messages: bad role")
+        expect(e.message).not.toContain("messages: bad role")
+        expect(e.detail).toContain("messages: bad role")
       }))
 
     it.live("a hung upstream times out within timeoutMs and the request is aborted", () =>
@@ -369,7 +372,8 @@ for (const suite of suites) {
         const errors = items.filter(Either.isLeft).map((l) => l.left)
         expect(errors).toHaveLength(1)
         expect(errors[0]).toMatchObject({ kind: "status", retryable: true })
-        expect(errors[0]?.message).toContain("scripted stream failure")
+        expect(errors[0]?.message).not.toContain("scripted stream failure")
+        expect(errors[0]?.detail).toContain("scripted stream failure")
       }))
   })
 }
@@ -424,14 +428,20 @@ describe("upstream bodies", () => {
       expect(received).toBe(text)
     }))
 
-  it.scopedLive("a non-2xx answer with a large body is a status error that carries its message", () =>
+  it.scopedLive("a non-2xx answer keeps its message as the detail; of a large body only a prefix is read", () =>
     Effect.gen(function*() {
+      let body = JSON.stringify({ error: { message: "overloaded" } })
       const server = yield* serve((_req, res) => {
         res.writeHead(500, { "content-type": "application/json" })
-        res.end(JSON.stringify({ error: { message: "overloaded" }, padding: "x".repeat(512 * 1024) }))
+        res.end(body)
       })
-      const e = yield* failureOf(postJson({ url: server.url, headers: {}, body: {}, timeoutMs: 5_000 }))
-      expect(e).toMatchObject({ kind: "status", status: 500, retryable: true, message: "upstream answered 500: overloaded" })
+      const small = yield* failureOf(postJson({ url: server.url, headers: {}, body: {}, timeoutMs: 5_000 }))
+      expect(small).toMatchObject({ kind: "status", status: 500, retryable: true, message: "upstream answered 500", detail: "overloaded" })
+      body = JSON.stringify({ error: { message: "overloaded" }, padding: "x".repeat(4 * 1024 * 1024) })
+      const large = yield* failureOf(postJson({ url: server.url, headers: {}, body: {}, timeoutMs: 5_000 }))
+      expect(large).toMatchObject({ kind: "status", status: 500, retryable: true, message: "upstream answered 500" })
+      expect(large.detail?.startsWith(`{"error":{"message":"overloaded"}`)).toBe(true)
+      expect(large.detail!.length).toBeLessThan(256 * 1024)
     }))
 
   it.scopedLive("a stream whose reader falls behind stops the socket's reads, and reading again resumes them", () =>
@@ -534,7 +544,7 @@ describe("anthropic specifics", () => {
       fake.setBehavior({ fail: { status: 529, times: 1, message: "Overloaded" } })
       const e = yield* failureOf(adapter.complete(makeCall(fake.url)))
       expect(e).toMatchObject({ kind: "status", status: 529, retryable: true })
-      expect(e.message).toContain("Overloaded")
+      expect(e.detail).toContain("Overloaded")
     }))
 
   it.live("merges same-role neighbours, maps stop/max_tokens/temperature/tool_choice", () =>

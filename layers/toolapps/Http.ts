@@ -1,6 +1,7 @@
-// Shared plumbing for the tool apps: the provider call (bearer auth, JSON, AppApiError mapping),
-// tool definitions whose arguments are checked against their own JSON schema, and readers that
-// cut a provider's JSON answer down to the compact subset a model needs.
+// Shared plumbing for the tool apps: the provider call (bearer auth, JSON, AppApiError mapping, a
+// cap on what an answer may make us hold), tool definitions whose arguments are checked against
+// their own JSON schema, and readers that cut a provider's JSON answer down to the compact subset
+// a model needs.
 import { Data, Duration, Effect } from "effect"
 import { AppApiError, type ToolContext, type ToolDefinition, type ToolResult } from "./ToolApp.js"
 
@@ -23,6 +24,30 @@ export interface ApiCall {
 }
 
 const timeoutMs = 30_000
+
+/** An app API answer past this is refused (and its connection dropped) rather than held whole. */
+export const MAX_APP_ANSWER_BYTES = 10 * 1024 * 1024
+/** Of an error answer only this much is read: its message is near the start. */
+const ERROR_PREFIX_BYTES = 64 * 1024
+
+/** A body read up to `maxBytes`; `cut` when there was more (the rest is not read: the stream is cancelled). */
+const readCapped = async (response: Response, maxBytes: number): Promise<{ readonly text: string; readonly cut: boolean }> => {
+  const reader = response.body?.getReader()
+  if (reader === undefined) return { text: "", cut: false }
+  const parts: Array<Uint8Array> = []
+  let size = 0
+  for (;;) {
+    const { done, value } = await reader.read()
+    if (done) return { text: Buffer.concat(parts).toString("utf8"), cut: false }
+    if (size + value.byteLength > maxBytes) {
+      parts.push(value.subarray(0, maxBytes - size))
+      await reader.cancel().catch(() => undefined)
+      return { text: Buffer.concat(parts).toString("utf8"), cut: true }
+    }
+    parts.push(value)
+    size += value.byteLength
+  }
+}
 
 /** Strips a trailing slash so `${apiUrl}${path}` never doubles it. */
 export const buildUrl = (apiUrl: string, path: string, query: ApiCall["query"]): string => {
@@ -111,15 +136,21 @@ export const callApi = (ctx: ToolContext, call: ApiCall): Effect.Effect<unknown,
         headers: requestHeaders(ctx, call),
         ...(call.body === undefined ? {} : { body: JSON.stringify(call.body) }),
         signal
-      }).then(async (response) => ({ status: response.status, ok: response.ok, text: await response.text() })),
+      }).then(async (response) => {
+        const { text, cut } = await readCapped(response, response.ok ? MAX_APP_ANSWER_BYTES : ERROR_PREFIX_BYTES)
+        return { status: response.status, ok: response.ok, text, tooLarge: cut && response.ok }
+      }),
     catch: networkError
   }).pipe(
     Effect.timeoutFail({
       duration: Duration.millis(timeoutMs),
       onTimeout: () => new AppApiError({ status: null, message: `provider did not answer within ${timeoutMs} ms`, reauth: false })
     }),
-    Effect.flatMap(({ ok, status, text }) => {
+    Effect.flatMap(({ ok, status, text, tooLarge }) => {
       if (!ok) return Effect.fail(statusError(status, text))
+      if (tooLarge) {
+        return Effect.fail(new AppApiError({ status, message: `provider answer exceeds ${MAX_APP_ANSWER_BYTES} bytes`, reauth: false }))
+      }
       if (text.trim() === "") return Effect.succeed(null)
       const body = parseJson(text)
       return body === undefined

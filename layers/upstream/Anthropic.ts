@@ -5,6 +5,7 @@ import type { ChatCompletion, ChatMessage, ChatRequest, ToolCall, Usage } from "
 import { joinUrl, jsonDecoder, mergeHeaders } from "./Http.js"
 import { assistantChoice, chunk, completionId, emit, finished, messageText, nowSeconds, type SseEvent, type Step, type StreamMeta, usageChunk, usageOf } from "./Sse.js"
 import { httpAdapter } from "./HttpAdapter.js"
+import type { UpstreamLimits } from "./Limits.js"
 import { type UpstreamAdapter, type UpstreamCall, UpstreamError } from "./Upstream.js"
 
 // ---- request ------------------------------------------------------------------------------
@@ -225,14 +226,27 @@ const toCompletion = Effect.fnUntraced(function*(wire: typeof MessageWire.Type, 
 // Anthropic error types worth another candidate, with the HTTP status they stand for.
 const retryableErrors: Record<string, number> = { overloaded_error: 529, api_error: 500, rate_limit_error: 429 }
 
+// Anthropic's documented error types: only these are named in the message (the rest is the provider's text).
+const knownErrorTypes = new Set([
+  "invalid_request_error",
+  "authentication_error",
+  "permission_error",
+  "not_found_error",
+  "request_too_large",
+  "rate_limit_error",
+  "api_error",
+  "overloaded_error"
+])
+
 const streamError = (error: EventWire["error"]) => {
   const type = error?.type ?? "error"
   const status = retryableErrors[type]
   return new UpstreamError({
     kind: "status",
     status,
-    message: `upstream stream error (${type}): ${error?.message ?? "unknown"}`,
-    retryable: status !== undefined
+    message: `upstream sent an error event (${knownErrorTypes.has(type) ? type : "unknown type"})`,
+    retryable: status !== undefined,
+    detail: `${type}: ${error?.message ?? "unknown"}`
   })
 }
 
@@ -299,4 +313,7 @@ const translator = (meta: StreamMeta) => {
     })
 }
 
-export const AnthropicAdapter: UpstreamAdapter = httpAdapter({ kind: "anthropic", post, decode: decodeMessage, toCompletion, translator })
+export const makeAnthropicAdapter = (limits?: UpstreamLimits): UpstreamAdapter =>
+  httpAdapter({ kind: "anthropic", post, decode: decodeMessage, toCompletion, translator }, limits)
+
+export const AnthropicAdapter: UpstreamAdapter = makeAnthropicAdapter()

@@ -1,10 +1,12 @@
 // Shared HTTP plumbing for the upstream adapters: a JSON POST dispatched straight to undici's
 // connection pool (no WHATWG Request/Response or web streams as with `fetch`, no Readable as with
-// `request`), cancelled by Effect interruption, the timeout, and the error classification
-// (connect / timeout / status / protocol) the router's failover relies on.
+// `request`), cancelled by Effect interruption, the timeout, the size limits on what an answer may
+// make us hold (Limits.ts), and the error classification (connect / timeout / status / protocol)
+// the router's failover relies on.
 import { Effect, Either, Option, ParseResult, Schema } from "effect"
 import { Agent, type Dispatcher } from "undici"
 import { compiledCheck } from "../../src/lib/WireCheck.js"
+import { defaultUpstreamLimits, ERROR_BODY_PREFIX_BYTES } from "./Limits.js"
 import { UpstreamError } from "./Upstream.js"
 
 export interface PostRequest {
@@ -30,16 +32,32 @@ const describeCause = (error: unknown): string => {
 export const connectError = (error: unknown, during: string) =>
   new UpstreamError({ kind: "connect", message: `upstream ${during} failed: ${describeCause(error)}`, retryable: true })
 
-export const protocolError = (message: string) =>
-  new UpstreamError({ kind: "protocol", message: `upstream protocol error: ${message}`, retryable: false })
+/** `message` is the gateway's own wording; what the provider sent goes in `detail` (see UpstreamError). */
+export const protocolError = (message: string, detail?: string) =>
+  new UpstreamError({ kind: "protocol", message: `upstream protocol error: ${message}`, retryable: false, detail })
 
-/** 429 and 5xx (Anthropic's 529 overloaded included) are worth another candidate; other 4xx are the request's fault. */
+/**
+ * 429 and 5xx (Anthropic's 529 overloaded included) are worth another candidate; other 4xx are
+ * the request's fault. The body (a prefix of it) is the provider's: detail only.
+ */
 export const statusError = (status: number, bodyText: string) =>
   new UpstreamError({
     kind: "status",
     status,
-    message: `upstream answered ${status}: ${errorMessageOf(bodyText)}`,
-    retryable: status === 429 || status >= 500
+    message: `upstream answered ${status}`,
+    retryable: status === 429 || status >= 500,
+    detail: errorMessageOf(bodyText)
+  })
+
+/**
+ * An answer past GATEWAY_UPSTREAM_MAX_BODY: the exchange was aborted at the limit. Retryable,
+ * as a broken connection is: another candidate may answer sanely.
+ */
+export const tooLargeError = (maxBodyBytes: number) =>
+  new UpstreamError({
+    kind: "protocol",
+    message: `upstream answer exceeds ${maxBodyBytes} bytes (GATEWAY_UPSTREAM_MAX_BODY); the exchange was aborted`,
+    retryable: true
   })
 
 // OpenAI, Anthropic and Responses all put the human message at error.message.
@@ -56,7 +74,7 @@ const errorMessageOf = (bodyText: string): string => {
   } catch {
     // not JSON: fall through to the raw text
   }
-  return bodyText.length === 0 ? "(empty body)" : bodyText.slice(0, 500)
+  return bodyText.length === 0 ? "(empty body)" : bodyText
 }
 
 /**
@@ -80,8 +98,12 @@ const ABORTED = new Error("upstream exchange cancelled")
  * chunks that arrived, kept until taken. undici's `request` wraps every answer in a Node
  * Readable and a promise, and `body.text()` in a consumer of its own: about 15 us of CPU per
  * call here (docs/performance.md step 62). `wake` hears of every event.
+ *
+ * What waits untaken never exceeds `limit` (a 2xx body read whole: the answer limit; a non-2xx
+ * body: the prefix kept for the log): past it the exchange is cut off, at once and for good.
  */
 class Exchange implements Dispatcher.DispatchHandler {
+  constructor(private limit: number) {}
   /** Set once the request is on a connection; an abort before that waits for it. */
   private controller: Dispatcher.DispatchController | undefined = undefined
   private abortPending = false
@@ -94,6 +116,11 @@ class Exchange implements Dispatcher.DispatchHandler {
   private discarding = false
   private parts: Array<Buffer> = []
   private buffered = 0
+  /**
+   * The body went past its limit: the request was aborted and the body ends here (a 2xx body's
+   * parts were dropped, it is of no use; a non-2xx body keeps its prefix).
+   */
+  cut = false
   /** The final status; 0 until it arrives (1xx answers are passed over). */
   status = 0
   ended = false
@@ -108,6 +135,7 @@ class Exchange implements Dispatcher.DispatchHandler {
   onResponseStart(_controller: Dispatcher.DispatchController, statusCode: number) {
     if (statusCode < 200) return
     this.status = statusCode
+    if (statusCode >= 300) this.limit = ERROR_BODY_PREFIX_BYTES
     this.wake?.()
   }
 
@@ -115,8 +143,21 @@ class Exchange implements Dispatcher.DispatchHandler {
     if (this.discarding) return
     this.parts.push(chunk)
     this.buffered += chunk.length
+    if (this.buffered > this.limit) return this.cutOff(controller)
     if (this.paced && this.buffered >= HIGH_WATER_MARK) controller.pause()
     this.wake?.()
+  }
+
+  /** Stops reading a body past its limit: nothing more is kept, and the socket is aborted. */
+  private cutOff(controller: Dispatcher.DispatchController) {
+    this.cut = true
+    this.discarding = true
+    if (this.status < 300) {
+      this.parts = []
+      this.buffered = 0
+    }
+    this.wake?.()
+    controller.abort(ABORTED)
   }
 
   onResponseEnd() {
@@ -166,9 +207,9 @@ class Exchange implements Dispatcher.DispatchHandler {
  * async for the body, an ensuring) its steps were about 40 runtime operations per call. A plain
  * timer ends the exchange with the timeout; interruption cancels it too.
  */
-const exchange = <A>(req: PostRequest, ready: (exchange: Exchange) => A | undefined) =>
+const exchange = <A>(req: PostRequest, maxBodyBytes: number, ready: (exchange: Exchange) => A | undefined) =>
   Effect.async<A, UpstreamError>((resume) => {
-    const ex = new Exchange()
+    const ex = new Exchange(maxBodyBytes)
     let over = false
     const finish = (outcome: Effect.Effect<A, UpstreamError>) => {
       if (over) return
@@ -185,9 +226,10 @@ const exchange = <A>(req: PostRequest, ready: (exchange: Exchange) => A | undefi
       if (ex.status >= 200 && ex.status < 300) {
         const value = ready(ex)
         if (value !== undefined) finish(Effect.succeed(value))
+        else if (ex.cut) finish(Effect.fail(tooLargeError(maxBodyBytes)))
         else if (ex.failure !== undefined) finish(Effect.fail(connectError(ex.failure, "response body")))
       } else if (ex.status !== 0) {
-        if (ex.ended) finish(Effect.fail(statusError(ex.status, ex.text())))
+        if (ex.ended || ex.cut) finish(Effect.fail(statusError(ex.status, ex.text())))
         else if (ex.failure !== undefined) finish(Effect.fail(statusError(ex.status, "")))
       } else if (ex.failure !== undefined) {
         finish(Effect.fail(connectError(ex.failure, "request")))
@@ -214,9 +256,9 @@ const exchange = <A>(req: PostRequest, ready: (exchange: Exchange) => A | undefi
     })
   })
 
-/** Non-streaming call: status check and the whole body, all within `timeoutMs`. */
-export const postJson = (req: PostRequest): Effect.Effect<string, UpstreamError> =>
-  exchange(req, (ex) => (ex.ended ? ex.text() : undefined))
+/** Non-streaming call: status check and the whole body (at most `maxBodyBytes`), all within `timeoutMs`. */
+export const postJson = (req: PostRequest, maxBodyBytes = defaultUpstreamLimits.maxBodyBytes): Effect.Effect<string, UpstreamError> =>
+  exchange(req, maxBodyBytes, (ex) => (ex.ended ? ex.text() : undefined))
 
 /**
  * A streaming exchange's body, read a batch at a time (everything that arrived since the last
@@ -236,9 +278,11 @@ export interface ByteSource {
 
 /**
  * Streaming call: succeeds once a 2xx status arrived within `timeoutMs` (so the router can still
- * fail over), with the body to read. Callers must close what they get.
+ * fail over), with the body to read. Callers must close what they get. A streamed body is read
+ * as it arrives (paced), so it never waits whole: its limits are the parser's (Sse.ts).
  */
-export const postStream = (req: PostRequest): Effect.Effect<ByteSource, UpstreamError> => exchange(req, byteSource)
+export const postStream = (req: PostRequest): Effect.Effect<ByteSource, UpstreamError> =>
+  exchange(req, defaultUpstreamLimits.maxBodyBytes, byteSource)
 
 const byteSource = (ex: Exchange): ByteSource => {
   ex.paced = true
@@ -254,7 +298,12 @@ const byteSource = (ex: Exchange): ByteSource => {
     }
     if (settled()) return
     ex.wake = settled
-    return Effect.sync(() => (ex.wake = undefined))
+    // A read is interrupted only when the stream is being abandoned (the client left, or before
+    // the stream was handed out): the exchange goes with it.
+    return Effect.sync(() => {
+      ex.wake = undefined
+      ex.abort()
+    })
   })
   // Every stream stops at the provider's terminator, just before its body's end: the rest is
   // dropped as it arrives rather than aborted (an abort costs the connection). undici's body
@@ -281,10 +330,14 @@ export const jsonDecoder = <A, I>(schema: Schema.Schema<A, I, never>, what: stri
       const value = parsed(text)
       if (check(value)) return Either.right(value)
     }
+    // The formatted issue echoes what the provider sent: detail only (UpstreamError).
     return Either.mapLeft(decode(text), (e) =>
-      protocolError(`unexpected ${what}: ${ParseResult.TreeFormatter.formatErrorSync(e).slice(0, 300)}`))
+      protocolError(`unexpected ${what}`, ParseResult.TreeFormatter.formatErrorSync(e).slice(0, MAX_DECODE_DETAIL)))
   }
 }
+
+/** How much of a formatted decode issue is kept for the log. */
+const MAX_DECODE_DETAIL = 4_000
 
 /** The JSON value of a text, or undefined when it is not JSON (Schema then says why). */
 const parsed = (text: string): unknown => {

@@ -6,6 +6,7 @@ import type { ChatChunk, ChatCompletion, Usage } from "../../schemas/Chat.js"
 import { joinUrl, jsonDecoder, mergeHeaders, protocolError } from "./Http.js"
 import { completionId, emit, finished, nowSeconds, type SseEvent, type Step, type StreamMeta } from "./Sse.js"
 import { httpAdapter } from "./HttpAdapter.js"
+import type { UpstreamLimits } from "./Limits.js"
 import { type UpstreamAdapter, type UpstreamCall, UpstreamError } from "./Upstream.js"
 
 const UsageWire = Schema.Struct({
@@ -161,7 +162,7 @@ const translator = (meta: StreamMeta) => {
     return Either.flatMap(decodeChunk(event.data), (wire) => {
       if (wire.error !== undefined) {
         return Either.left(
-          new UpstreamError({ kind: "status", message: `upstream stream error: ${wire.error.message ?? "unknown"}`, retryable: true })
+          new UpstreamError({ kind: "status", message: "upstream sent an error event", retryable: true, detail: wire.error.message ?? "unknown" })
         )
       }
       const c = toChunk(wire, meta)
@@ -172,4 +173,7 @@ const translator = (meta: StreamMeta) => {
   }
 }
 
-export const OpenAiAdapter: UpstreamAdapter = httpAdapter({ kind: "openai", post, decode: decodeCompletion, toCompletion, translator })
+export const makeOpenAiAdapter = (limits?: UpstreamLimits): UpstreamAdapter =>
+  httpAdapter({ kind: "openai", post, decode: decodeCompletion, toCompletion, translator }, limits)
+
+export const OpenAiAdapter: UpstreamAdapter = makeOpenAiAdapter()

@@ -6,6 +6,7 @@ import type { ChatChunk, ChatCompletion, ChatMessage, ChatRequest, ToolCall } fr
 import { joinUrl, jsonDecoder, mergeHeaders, protocolError } from "./Http.js"
 import { assistantChoice, chunk, completionId, emit, finished, messageText, nowSeconds, type SseEvent, type Step, type StreamMeta, usageChunk, usageOf } from "./Sse.js"
 import { httpAdapter } from "./HttpAdapter.js"
+import type { UpstreamLimits } from "./Limits.js"
 import { type UpstreamAdapter, type UpstreamCall, UpstreamError } from "./Upstream.js"
 
 // ---- request ------------------------------------------------------------------------------
@@ -134,8 +135,9 @@ type EventWire = typeof EventWire.Type
 const decodeResponse = jsonDecoder(ResponseWire, "responses object")
 const decodeEvent = jsonDecoder(EventWire, "responses stream event")
 
+/** The provider's own words about the failure are its detail (UpstreamError). */
 const failedError = (message: string | undefined) =>
-  new UpstreamError({ kind: "status", message: `upstream response failed: ${message ?? "unknown"}`, retryable: true })
+  new UpstreamError({ kind: "status", message: "upstream response failed", retryable: true, detail: message ?? "unknown" })
 
 const finishReason = (response: ResponseWire | undefined, sawToolCall: boolean): string => {
   if (sawToolCall) return "tool_calls"
@@ -258,4 +260,7 @@ const translator = (meta: StreamMeta) => {
     })
 }
 
-export const OpenAiResponsesAdapter: UpstreamAdapter = httpAdapter({ kind: "openai-responses", post, decode: decodeResponse, toCompletion, translator })
+export const makeOpenAiResponsesAdapter = (limits?: UpstreamLimits): UpstreamAdapter =>
+  httpAdapter({ kind: "openai-responses", post, decode: decodeResponse, toCompletion, translator }, limits)
+
+export const OpenAiResponsesAdapter: UpstreamAdapter = makeOpenAiResponsesAdapter()

@@ -4,7 +4,9 @@ import { Channel, Chunk, type Clock, Effect, Either, Option, Stream } from "effe
 import { StringDecoder } from "node:string_decoder"
 import type { ChatChunk, ChatCompletion, ChatMessage, ToolCall, Usage } from "../../schemas/Chat.js"
 import { objectId } from "../../src/lib/Ids.js"
+import { logUpstreamFailure } from "./FailureLog.js"
 import { type ByteSource, withoutBom } from "./Http.js"
+import { defaultUpstreamLimits } from "./Limits.js"
 import { type UpstreamCall, UpstreamError } from "./Upstream.js"
 
 export interface SseEvent {
@@ -20,8 +22,14 @@ export interface SseEvent {
  * mark is ignored. Lines are found with indexOf, not a character at a time: this runs on every
  * network read of every stream. Bytes are decoded by Node's StringDecoder: a streaming
  * TextDecoder takes ICU's slower path and builds a converter per stream (about 2 us a stream).
+ *
+ * A line, or one event's data, longer than `maxLineLength` characters is not kept: the parser
+ * drops what it holds, sets `tooLong` and reads nothing more (its caller ends the stream).
  */
 export class SseParser {
+  constructor(private readonly maxLineLength: number = defaultUpstreamLimits.maxSseLineLength) {}
+  /** A line or an event's data went past the limit: nothing more is parsed. */
+  tooLong = false
   private readonly decoder = new StringDecoder("utf8")
   /** No text decoded yet: a byte order mark first in it is dropped. */
   private atStart = true
@@ -56,7 +64,7 @@ export class SseParser {
 
   private text(text: string): Array<SseEvent> {
     const events: Array<SseEvent> = []
-    if (text.length === 0) return events
+    if (text.length === 0 || this.tooLong) return events
     let start = this.afterCR && text.charCodeAt(0) === 0x0a ? 1 : 0
     this.afterCR = false
     let cr = text.indexOf("\r", start)
@@ -64,17 +72,30 @@ export class SseParser {
     while (cr !== -1 || lf !== -1) {
       const end = cr === -1 ? lf : lf === -1 ? cr : Math.min(cr, lf)
       this.onLine(this.partial === "" ? text.slice(start, end) : this.partial + text.slice(start, end), events)
+      if (this.tooLong) return events
       this.partial = ""
       if (end === cr && end + 1 === text.length) this.afterCR = true // its LF may come first in the next text
       start = end === cr && text.charCodeAt(end + 1) === 0x0a ? end + 2 : end + 1
       if (cr !== -1 && cr < start) cr = text.indexOf("\r", start)
       if (lf !== -1 && lf < start) lf = text.indexOf("\n", start)
     }
-    if (start < text.length) this.partial += text.slice(start)
+    if (start < text.length) {
+      this.partial += text.slice(start)
+      if (this.partial.length > this.maxLineLength) this.overflow()
+    }
     return events
   }
 
+  /** Drops the line and the event in progress, for good. */
+  private overflow() {
+    this.tooLong = true
+    this.partial = ""
+    this.event = undefined
+    this.data = undefined
+  }
+
   private onLine(line: string, events: Array<SseEvent>) {
+    if (line.length > this.maxLineLength) return this.overflow()
     if (line === "") {
       if (this.data !== undefined || this.event !== undefined) events.push({ event: this.event, data: this.data ?? "" })
       this.event = undefined
@@ -85,8 +106,10 @@ export class SseParser {
     const colon = line.indexOf(":")
     const field = colon === -1 ? line : line.slice(0, colon)
     const value = colon === -1 ? "" : line.charCodeAt(colon + 1) === 0x20 ? line.slice(colon + 2) : line.slice(colon + 1)
-    if (field === "data") this.data = this.data === undefined ? value : `${this.data}\n${value}`
-    else if (field === "event") this.event = value
+    if (field === "data") {
+      this.data = this.data === undefined ? value : `${this.data}\n${value}`
+      if (this.data.length > this.maxLineLength) this.overflow()
+    } else if (field === "event") this.event = value
   }
 }
 
@@ -106,6 +129,17 @@ export const truncatedError = () =>
     retryable: true
   })
 
+/** A line or an event past GATEWAY_UPSTREAM_MAX_SSE_LINE. Retryable: another candidate may stream sanely. */
+export const lineTooLongError = (maxLineLength: number) =>
+  new UpstreamError({
+    kind: "protocol",
+    message: `upstream SSE line or event exceeds ${maxLineLength} characters (GATEWAY_UPSTREAM_MAX_SSE_LINE); the stream was aborted`,
+    retryable: true
+  })
+
+/** What sseChunks takes from the call: the caller's hooks, and what a failure's log names. */
+export type SseHooks = Partial<Pick<UpstreamCall, "step" | "onEnd" | "apiKey" | "providerModelId">>
+
 /**
  * A provider's SSE body as chat chunks, up to its terminator: read, parsed and translated in one
  * stage, a network read at a time (every Effect Stream stage costs on each stream run and each
@@ -114,18 +148,27 @@ export const truncatedError = () =>
  * the stream ends; input that ends before the terminator fails with `truncatedError` after the
  * chunks received, so a drop mid-stream always surfaces as an UpstreamError; a failing event
  * comes after the chunks of the events before it.
+ *
+ * The effect succeeds once the first chunks are in hand (or the body ended cleanly without any):
+ * a failure before them (an error event, a line past `maxLineLength`, a drop) fails the attempt
+ * itself, the body aborted, so the router can still fail over, as nothing reached the client.
+ * A failure after them is logged here with the provider's redacted text (the router logs those
+ * before), then ends the stream.
  */
 export const sseChunks = (
   body: ByteSource,
   translate: (event: SseEvent) => Either.Either<Step, UpstreamError>,
   /** The caller's per-chunk step and end (UpstreamCall.step and onEnd), applied here: no stages of their own. */
-  hooks: Pick<UpstreamCall, "step" | "onEnd"> = {}
-): Stream.Stream<ChatChunk, UpstreamError> =>
-  Stream.suspend(() => {
+  hooks: SseHooks = {},
+  maxLineLength: number = defaultUpstreamLimits.maxSseLineLength
+): Effect.Effect<Stream.Stream<ChatChunk, UpstreamError>, UpstreamError> =>
+  Effect.suspend(() => {
     const { step: stepOf, onEnd } = hooks
-    const parser = new SseParser()
+    const parser = new SseParser(maxLineLength)
     /** The terminator was seen, or the body ended: nothing more to read. */
     let done = false
+    /** The first chunks were handed out with the stream: a failure now ends the stream, not the attempt. */
+    let started = false
     /** What stopped the stream, waiting behind the chunks emitted before it. */
     let failure: UpstreamError | undefined
     /** Translates events until the terminator or a failure into `out`. */
@@ -148,7 +191,14 @@ export const sseChunks = (
     }
     /** The stream's end once it is due (its failure, or undefined after the terminator); none before. */
     const ending = (): Effect.Effect<undefined, UpstreamError> | undefined =>
-      failure !== undefined ? Effect.fail(failure) : done ? Effect.succeed(undefined) : undefined
+      failure !== undefined ? failed(failure) : done ? Effect.succeed(undefined) : undefined
+    const failed = (error: UpstreamError): Effect.Effect<never, UpstreamError> =>
+      started
+        ? error.detail === undefined ? Effect.fail(error) : Effect.zipRight(
+          logUpstreamFailure(error, { model: hooks.providerModelId ?? "", apiKey: hooks.apiKey ?? "" }, "upstream failed mid-stream"),
+          Effect.fail(error)
+        )
+        : Effect.zipRight(body.close(false), Effect.fail(error))
     /** The next batch of chunks (perhaps empty), or undefined at the end. */
     const pull: Effect.Effect<Chunk.Chunk<ChatChunk> | undefined, UpstreamError> = Effect.suspend(() =>
       ending() ?? Effect.flatMap(body.read, (read) => {
@@ -157,6 +207,10 @@ export const sseChunks = (
           for (const bytes of read.value) {
             translateAll(parser.push(bytes), out)
             if (failure !== undefined || done) break
+            if (parser.tooLong) {
+              failure = lineTooLongError(maxLineLength)
+              break
+            }
           }
         } else {
           translateAll(parser.end(), out)
@@ -173,11 +227,22 @@ export const sseChunks = (
     const batches: Channel.Channel<Chunk.Chunk<ChatChunk>, unknown, UpstreamError, unknown, void, unknown> = Channel.unwrap(
       Effect.map(pull, (batch) => batch === undefined ? Channel.void : Channel.flatMap(Channel.write(batch), () => batches))
     )
-    // Complete: the terminator was read (not a failure, not an end before it).
-    return Stream.fromChannel(batches).pipe(Stream.ensuringWith((exit) => {
-      const closed = body.close(done && failure === undefined)
-      return onEnd === undefined ? closed : Effect.zipRight(closed, onEnd(exit))
-    }))
+    /** The stream that starts with the first batch (undefined: the body ended cleanly without chunks). */
+    const startingWith = (batch: Chunk.Chunk<ChatChunk> | undefined): Stream.Stream<ChatChunk, UpstreamError> => {
+      started = true
+      const channel = batch === undefined ? batches : Channel.flatMap(Channel.write(batch), () => batches)
+      // Complete: the terminator was read (not a failure, not an end before it).
+      return Stream.fromChannel(channel).pipe(Stream.ensuringWith((exit) => {
+        const closed = body.close(done && failure === undefined)
+        return onEnd === undefined ? closed : Effect.zipRight(closed, onEnd(exit))
+      }))
+    }
+    /** Pulls until the first chunks are in hand (or the body ended cleanly without any). */
+    const first: Effect.Effect<Stream.Stream<ChatChunk, UpstreamError>, UpstreamError> = Effect.flatMap(
+      pull,
+      (batch) => batch !== undefined && batch.length === 0 ? first : Effect.succeed(startingWith(batch))
+    )
+    return first
   })
 
 /** Identity of the completion a stream's chunks belong to; adapters learn id/model from the first event. */

@@ -35,12 +35,19 @@ export interface UpstreamCall {
 /**
  * A failed upstream attempt. `retryable` is true for connect errors, timeouts, 429 and 5xx:
  * the router then tries the next candidate, as long as no byte reached the client.
+ *
+ * `message` is the gateway's own words (kind, status, which limit): it may reach spans and logs.
+ * Whatever the provider said (its error body, an error event, what failed to decode) is in
+ * `detail`, which may quote the credentials it was sent: only `logUpstreamFailure` reads it,
+ * and redacts it.
  */
 export class UpstreamError extends Data.TaggedError("UpstreamError")<{
   readonly kind: "connect" | "timeout" | "status" | "protocol"
   readonly status?: number | undefined
   readonly message: string
   readonly retryable: boolean
+  /** The provider's own text (a prefix of it), unredacted; never in a message, span or answer. */
+  readonly detail?: string | undefined
 }> {}
 
 export interface UpstreamAdapter {

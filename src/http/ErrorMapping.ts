@@ -18,6 +18,7 @@ import {
 import { RateLimiterUnavailable } from "../../layers/RateLimiter.js"
 import { isDatabaseOutage } from "../lib/SqlErrors.js"
 import { GatewayApi } from "./Api.js"
+import { clientValidation } from "./DecodeIssues.js"
 import { readBodyText, withBodyText } from "./RequestBody.js"
 
 export const MAX_BODY_BYTES = 10 * 1024 * 1024
@@ -45,13 +46,16 @@ export const exceedsJsonDepth = (text: string, limit: number): boolean => {
   return false
 }
 
-const decodeToValidation = (e: HttpApiError.HttpApiDecodeError): ValidationError => {
-  const issue = e.issues[0]
-  const param = issue !== undefined && issue.path.length > 0 ? issue.path.map(String).join(".") : undefined
-  const message = issue === undefined
-    ? e.message
-    : `${param === undefined ? "body" : param}: ${issue.message}`
-  return new ValidationError({ code: "validation_error", message, param })
+/**
+ * The client's 422: the field and a short reason (DecodeIssues.ts), no schema text; the full
+ * formatted issue goes to the log, at debug level (a client's mistake is no server event).
+ */
+const decodeToValidation = (e: HttpApiError.HttpApiDecodeError): Effect.Effect<ValidationError> => {
+  const { message, param } = clientValidation(e.issues)
+  return Effect.logDebug("request did not match its schema").pipe(
+    Effect.annotateLogs({ "validation.param": param ?? "", "validation.issue": e.message }),
+    Effect.as(new ValidationError({ code: "validation_error", message, param }))
+  )
 }
 
 /** 22021 / 22P05: text Postgres cannot store (NUL bytes, bad encodings). */
@@ -60,20 +64,21 @@ const isUnstorableText = (e: SqlError): boolean => {
   return code === "22021" || code === "22P05"
 }
 
-const fromFailure = (error: unknown): Option.Option<ApiError> => {
+const fromFailure = (error: unknown): Option.Option<Effect.Effect<ApiError>> => {
   if (error instanceof HttpApiError.HttpApiDecodeError) return Option.some(decodeToValidation(error))
   if (error instanceof HttpServerError.RouteNotFound) {
-    return Option.some(new NotFound({ code: "not_found", message: `Unknown route ${error.request.method} ${error.request.url}` }))
+    return Option.some(Effect.succeed(new NotFound({ code: "not_found", message: `Unknown route ${error.request.method} ${error.request.url}` })))
   }
   return Option.none()
 }
 
 const fromDefect = (defect: unknown): Option.Option<ApiError> => {
   if (defect instanceof HttpServerError.RequestError && defect.reason === "Decode") {
+    // The parser's own words (where in the client's text it failed) help; any other cause is ours.
     const cause = defect.cause
     return Option.some(new BadRequest({
       code: "invalid_json",
-      message: `The request body is not valid JSON${cause instanceof Error ? `: ${cause.message}` : ""}`
+      message: `The request body is not valid JSON${cause instanceof SyntaxError ? `: ${cause.message}` : ""}`
     }))
   }
   if (defect instanceof SqlError && isUnstorableText(defect)) {
@@ -144,7 +149,9 @@ export const apiErrorOf = <E extends WireError>(
   const failure = Cause.failureOption(cause)
   if (Option.isSome(failure)) {
     const error = failure.value
-    return Effect.succeed(Option.some<E | ApiError>(error instanceof HttpApiError.HttpApiDecodeError ? decodeToValidation(error) : error))
+    return error instanceof HttpApiError.HttpApiDecodeError
+      ? Effect.map(decodeToValidation(error), (validation) => Option.some<E | ApiError>(validation))
+      : Effect.succeed(Option.some<E | ApiError>(error))
   }
   if (Cause.isInterruptedOnly(cause)) return Effect.succeedNone
   const mapped = Option.flatMap(Cause.dieOption(cause), fromDefect)
@@ -159,7 +166,10 @@ export const ErrorMappingLive = HttpApiBuilder.middleware(GatewayApi, (app) =>
     Effect.catchAllCause((cause): Effect.Effect<never, ApiError> => {
       const failure = Cause.failureOption<unknown>(cause)
       if (Option.isSome(failure)) {
-        return Option.match(fromFailure(failure.value), { onNone: () => Effect.failCause(cause) as never, onSome: Effect.fail })
+        return Option.match(fromFailure(failure.value), {
+          onNone: () => Effect.failCause(cause) as never,
+          onSome: (mapped) => Effect.flatMap(mapped, Effect.fail)
+        })
       }
       if (Cause.isInterruptedOnly(cause)) return Effect.failCause(cause) as never
       const mapped = Option.flatMap(Cause.dieOption(cause), fromDefect)
