@@ -87,6 +87,11 @@ export const MoneyNumber = Schema.Number.pipe(Schema.filter((n) => {
 /** USD amounts in answers: JSON numbers on the wire, exact BigDecimal in code. */
 export const Usd = Schema.BigDecimalFromNumber
 
+/** `Idempotency-Key` on every endpoint that moves money (layers/Idempotency.ts). */
+export const IdempotencyHeaders = Schema.Struct({
+  "idempotency-key": Schema.optional(Schema.String.pipe(Schema.minLength(1), Schema.maxLength(255)))
+})
+
 /** Reject unknown fields instead of silently dropping them. */
 export const strict = { parseOptions: { onExcessProperty: "error" } } as const
 
