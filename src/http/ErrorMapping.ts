@@ -18,7 +18,7 @@ import {
 import { RateLimiterUnavailable } from "../../layers/RateLimiter.js"
 import { MAX_INEXACT_NUMBERS, scanJsonText } from "../lib/JsonText.js"
 import { isDatabaseOutage } from "../lib/SqlErrors.js"
-import { findUnstorable } from "../lib/StorableText.js"
+import { findUnstorable, toStorableText } from "../lib/StorableText.js"
 import { GatewayApi } from "./Api.js"
 import { readBodyText, withBodyText } from "./RequestBody.js"
 
@@ -136,7 +136,8 @@ const unstorableTextRefusal = (text: string): ValidationError | undefined => {
   }
   const found = findUnstorable(value)
   if (found === undefined) return undefined
-  const param = found.path.length > 0 ? found.path.map(String).join(".") : undefined
+  // A key that holds the bad character is named with U+FFFD in its place.
+  const param = found.path.length > 0 ? found.path.map((p) => toStorableText(String(p))).join(".") : undefined
   return new ValidationError({
     code: "validation_error",
     param,
