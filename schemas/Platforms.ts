@@ -54,7 +54,9 @@ export type PlatformSettings = typeof PlatformSettings.Type
 export const Platform = Schema.Struct({
   id: Schema.String,
   name: Schema.String,
-  settings: PlatformSettings,
+  // Answers show the settings as stored, bounds left out: values stored before a bound existed
+  // must still be readable (and patchable), not a failed encode.
+  settings: Schema.encodedSchema(PlatformSettings),
   skills_enabled: Schema.Boolean,
   created_at: Timestamp,
   updated_at: Timestamp

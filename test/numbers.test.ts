@@ -111,6 +111,16 @@ describe("integers, dates and pages", () => {
     expect(put.body.rpm_limit).toBe(2147483647)
   })
 
+  it("settings stored before the bounds existed stay readable and patchable", async () => {
+    const { platformId: pid, platformKey: key } = await createPlatform(gw)
+    await gw.db.pool.query(
+      `UPDATE platforms SET settings = '{"default_rate_limits": {"rpm_limit": 3000000000}, "default_budget_usd": 1e300}'::jsonb WHERE id = $1`, [pid])
+    const read = ok(await gw.call("GET", `/v1/platforms/${pid}`, { key }))
+    expect(read.body.settings.default_rate_limits.rpm_limit).toBe(3000000000)
+    const patched = ok(await gw.call("PATCH", `/v1/platforms/${pid}`, { key, body: { settings: { default_budget_usd: 5 } } }))
+    expect(patched.body.settings.default_budget_usd).toBe(5)
+  })
+
   it("model priority and weight fit their integer columns", async () => {
     await gw.call("POST", "/v1/admin/providers", { key: gw.adminKey, body: { slug: "p-int", kind: "mock", base_url: "http://mock.invalid" } })
     const model = (provider: Record<string, unknown>) =>
