@@ -16,7 +16,7 @@ import {
   type WireError
 } from "../../schemas/Errors.js"
 import { RateLimiterUnavailable } from "../../layers/RateLimiter.js"
-import { MAX_INEXACT_NUMBERS, scanJsonText } from "../lib/JsonText.js"
+import { MAX_CHECKED_NUMBERS, scanJsonText } from "../lib/JsonText.js"
 import { isDatabaseOutage } from "../lib/SqlErrors.js"
 import { findUnstorable, toStorableText } from "../lib/StorableText.js"
 import { GatewayApi } from "./Api.js"
@@ -109,10 +109,10 @@ const scannedBody = (text: string): Effect.Effect<string, BadRequest | Validatio
       message: `The request body nests arrays/objects deeper than ${MAX_JSON_DEPTH} levels`
     }))
   }
-  if (scan === "too_many_inexact_numbers") {
+  if (scan === "too_many_long_numbers") {
     return Effect.fail(new ValidationError({
       code: "validation_error",
-      message: `The request body has more than ${MAX_INEXACT_NUMBERS} numbers that a 64-bit float cannot hold exactly; send them as strings`
+      message: `The request body has more than ${MAX_CHECKED_NUMBERS} numbers with over 15 significant digits or a large exponent`
     }))
   }
   if (scan.unstorableEscape) {

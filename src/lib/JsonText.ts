@@ -5,11 +5,12 @@
 import { FLOAT64_EXACT_DIGITS, mustQuote, PLAIN_LITERAL_MAX_LENGTH } from "./JsonNumbers.js"
 
 /**
- * Most number literals one body may have that a float64 cannot hold: every one is checked and
- * copied, so a body of nothing else is refused early instead of costing seconds. Real clients
- * send a handful (exact decimals of money amounts, the odd 64-bit id).
+ * Most number literals one body may have that need the exact check (more than 15 significant
+ * digits, or an exponent far from zero): each costs a float parse and print, and the inexact ones
+ * a copy, so a body of nothing else is refused early instead of costing seconds. Real bodies
+ * have a handful; this allows dozens of embedding vectors of 17-digit floats.
  */
-export const MAX_INEXACT_NUMBERS = 10_000
+export const MAX_CHECKED_NUMBERS = 100_000
 
 export interface JsonTextScan {
   /** The text to parse: the body itself, or a copy with each inexact number literal quoted. */
@@ -54,7 +55,7 @@ const isLow = (unit: number) => unit >= 0xdc00 && unit <= 0xdfff
 
 /**
  * Scans `text`: "too_deep" when it nests arrays/objects deeper than `maxDepth`,
- * "too_many_inexact_numbers" past MAX_INEXACT_NUMBERS. Strings are crossed
+ * "too_many_long_numbers" past MAX_CHECKED_NUMBERS. Strings are crossed
  * with `indexOf` from escape to escape (native search; most strings have none), so brackets and
  * digits inside them do not count and `"\""`, `"\\"` end where they should. Malformed text is left
  * for the parser to refuse: only literals in the JSON number grammar are ever quoted, so nothing
@@ -63,11 +64,12 @@ const isLow = (unit: number) => unit >= 0xdc00 && unit <= 0xdfff
 export const scanJsonText = (
   text: string,
   maxDepth: number
-): JsonTextScan | "too_deep" | "too_many_inexact_numbers" => {
+): JsonTextScan | "too_deep" | "too_many_long_numbers" => {
   const length = text.length
   let depth = 0
   let unstorableEscape = false
   let quoted: Array<number> | undefined
+  let checked = 0
   // The next quote and backslash at or after i: searched again only once i has passed them,
   // so all the searches together read the text once.
   let nextQuote = -1
@@ -136,9 +138,9 @@ export const scanJsonText = (
       const surelyExact = significant === 0 || (significant <= FLOAT64_EXACT_DIGITS && (exponentAt < 0
         ? end - i <= PLAIN_LITERAL_MAX_LENGTH
         : exponentAt - i <= SHORT_MANTISSA && exponent <= SMALL_EXPONENT))
-      if (!surelyExact && mustQuote(text.slice(i, end), significant, exponentAt >= 0)) {
-        quoted ??= []
-        if (quoted.push(i, end) > 2 * MAX_INEXACT_NUMBERS) return "too_many_inexact_numbers"
+      if (!surelyExact) {
+        if (++checked > MAX_CHECKED_NUMBERS) return "too_many_long_numbers"
+        if (mustQuote(text.slice(i, end), significant, exponentAt >= 0)) (quoted ??= []).push(i, end)
       }
       i = end - 1
     }

@@ -5,7 +5,7 @@ import { BigDecimal, FastCheck as fc, Schema } from "effect"
 import { describe, expect, it } from "vitest"
 import { Money, MoneyNumber } from "../../schemas/Common.js"
 import { losesPrecision, mustQuote } from "../../src/lib/JsonNumbers.js"
-import { type JsonTextScan, MAX_INEXACT_NUMBERS, scanJsonText } from "../../src/lib/JsonText.js"
+import { type JsonTextScan, MAX_CHECKED_NUMBERS, scanJsonText } from "../../src/lib/JsonText.js"
 import { parseMoney } from "../../src/lib/Money.js"
 import { findUnstorable, isStorableText, toStorable, toStorableText } from "../../src/lib/StorableText.js"
 
@@ -79,10 +79,13 @@ describe("scanJsonText", () => {
     }
   })
 
-  it("refuses a body with more than MAX_INEXACT_NUMBERS inexact literals", () => {
-    const list = (n: number) => `[${Array(n).fill("1e309").join(",")}]`
-    expect(typeof scanJsonText(list(MAX_INEXACT_NUMBERS), 64)).toBe("object")
-    expect(scanJsonText(list(MAX_INEXACT_NUMBERS + 1), 64)).toBe("too_many_inexact_numbers")
+  it("refuses a body with more than MAX_CHECKED_NUMBERS literals that need the exact check; short ones are free", () => {
+    const list = (literal: string, n: number) => `[${Array(n).fill(literal).join(",")}]`
+    for (const literal of ["1e309", "0.12345678901234567", "0.30000000000000004"]) {
+      expect(typeof scanJsonText(list(literal, MAX_CHECKED_NUMBERS), 64), literal).toBe("object")
+      expect(scanJsonText(list(literal, MAX_CHECKED_NUMBERS + 1), 64), literal).toBe("too_many_long_numbers")
+    }
+    expect(typeof scanJsonText(list("1.5e3", 2 * MAX_CHECKED_NUMBERS), 64)).toBe("object")
   })
 
   it("flags NUL and unpaired surrogate escapes, in keys and values, and nothing else", () => {
