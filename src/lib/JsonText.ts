@@ -7,8 +7,8 @@ import { FLOAT64_EXACT_DIGITS, mustQuote, PLAIN_LITERAL_MAX_LENGTH } from "./Jso
 /**
  * Most number literals one body may have that need the exact check (more than 15 significant
  * digits, or an exponent far from zero): each costs a float parse and print, and the inexact ones
- * a copy, so a body of nothing else is refused early instead of costing seconds. Real bodies
- * have a handful; this allows dozens of embedding vectors of 17-digit floats.
+ * a copy, so past this a body is refused, which keeps its scan within the cost of parsing it.
+ * Real bodies have a handful; this allows dozens of embedding vectors of 17-digit floats.
  */
 export const MAX_CHECKED_NUMBERS = 100_000
 
