@@ -8,6 +8,7 @@ import type { ChatChunk, ChatCompletion, ChatMessage, ChatRequest, FunctionTool,
 import { Forbidden, NotFound, ValidationError } from "../schemas/Errors.js"
 import type { InputItem, OutputItem, ResponseObject, ResponsesRequest } from "../schemas/Responses.js"
 import { objectId } from "../src/lib/Ids.js"
+import { toStorable } from "../src/lib/StorableText.js"
 import { Listeners, mcpPublicUrl } from "../src/Listeners.js"
 import { type Caller, Inference } from "./Inference.js"
 import { type EndUserPrincipal, KeyAuth } from "./KeyAuth.js"
@@ -212,6 +213,23 @@ export class Responses extends Effect.Service<Responses>()("gateway/Responses", 
           ${sql.json({ tools: body.tools ?? [], tool_choice: body.tool_choice ?? "auto" })}, ${createdAt})
         ON CONFLICT (id) DO NOTHING`.pipe(Effect.orDie, Effect.asVoid)
 
+    /**
+     * Stores a response whose calls are already settled (billed). What the client sent was
+     * checked before anything was billed (the body check refuses NUL and unpaired surrogates);
+     * the output is the upstream's text, made storable by the caller. Should storing still fail,
+     * the failure is logged, not answered: a 500 would say nothing was applied while the call was
+     * billed, and an SDK retrying it would be billed again. The client gets the answer it paid
+     * for; only later reads of this id (and chains through it) miss it.
+     */
+    const storeSettled = (...args: Parameters<typeof store>) =>
+      store(...args).pipe(
+        Effect.catchAllCause((cause) =>
+          Effect.logError("response not stored after its call was billed; answered anyway", cause).pipe(
+            Effect.annotateLogs({ response_id: args[1] })
+          )
+        )
+      )
+
     const responseObject = (
       id: string,
       body: ResponsesRequest,
@@ -347,10 +365,12 @@ export class Responses extends Effect.Service<Responses>()("gateway/Responses", 
       const prepared = yield* prepare(caller, body)
       const { admitted, input, threadId, createdAt } = prepared
       const result = yield* runLoop(prepared)
-      yield* store(caller, admitted.requestId, body, input, result.output, result.usage, result.status, threadId, createdAt)
+      // The upstream's text as stored and as answered: NUL and unpaired surrogates become U+FFFD.
+      const output = toStorable(result.output)
+      yield* storeSettled(caller, admitted.requestId, body, input, output, result.usage, result.status, threadId, createdAt)
       return {
         admitted,
-        response: responseObject(admitted.requestId, body, createdAt, result.status, result.output, result.usage, threadId)
+        response: responseObject(admitted.requestId, body, createdAt, result.status, output, result.usage, threadId)
       }
     })
 
@@ -455,7 +475,8 @@ export class Responses extends Effect.Service<Responses>()("gateway/Responses", 
         Effect.suspend(() => {
           if (state.stored) return Effect.void
           state.stored = true
-          return store(caller, id, body, input, state.output.filter((o) => o !== undefined), state.usage, status, threadId, createdAt)
+          const output = toStorable(state.output.filter((o) => o !== undefined))
+          return storeSettled(caller, id, body, input, output, state.usage, status, threadId, createdAt)
         })
       const created = responseObject(id, body, createdAt, "in_progress", [], null, threadId)
       const events = Stream.make(
@@ -487,8 +508,9 @@ export class Responses extends Effect.Service<Responses>()("gateway/Responses", 
       let sequence = 0
       const event = (type: string, fields: Record<string, unknown>): ResponseEvent => ({ type, sequence_number: sequence++, ...fields })
       const created = responseObject(id, body, createdAt, "in_progress", [], null, threadId)
-      const result = yield* runLoop(prepared)
-      yield* store(caller, id, body, input, result.output, result.usage, result.status, threadId, createdAt)
+      const run = yield* runLoop(prepared)
+      const result = { ...run, output: toStorable(run.output) }
+      yield* storeSettled(caller, id, body, input, result.output, result.usage, result.status, threadId, createdAt)
       const discovery = hosted.servers.flatMap((server) => [
         event("response.mcp_list_tools.in_progress", { server_label: server.label }),
         event("response.mcp_list_tools.completed", { server_label: server.label, tools: server.tools.map((t) => ({ name: t.name, description: t.description, input_schema: t.inputSchema })) })

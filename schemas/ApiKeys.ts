@@ -1,6 +1,6 @@
 // API key records (platform and end-user keys) and the bodies that create and change them.
 import { Schema } from "effect"
-import { LimitParam, NullableTimestamp, PageParam, strict, Text, Timestamp } from "./Common.js"
+import { DateInput, LimitParam, NullableTimestamp, PageParam, strict, Text, Timestamp } from "./Common.js"
 
 export const KeyName = Text.pipe(Schema.minLength(1), Schema.maxLength(100))
 export const Scope = Schema.String.pipe(Schema.pattern(/^[a-z][a-z0-9_.:-]{0,63}$/))
@@ -32,7 +32,7 @@ export const CreateApiKey = Schema.Struct({
   end_user_id: Schema.optional(Schema.String),
   name: Schema.optional(KeyName),
   scopes: Schema.optional(Scopes),
-  expires_at: Schema.optional(Schema.Date)
+  expires_at: Schema.optional(DateInput)
 }).annotations(strict)
 
 export const UpdateApiKey = Schema.Struct({

@@ -1,6 +1,6 @@
 // The USD budget record (one per end user) as the API shows it.
 import { Schema } from "effect"
-import { JsonObject, LimitParam, PageParam, Text, Timestamp, Usd } from "./Common.js"
+import { DateInput, JsonObject, LimitParam, NonNegativeMoney, PageParam, PositiveMoney, Text, Timestamp, Usd } from "./Common.js"
 
 export const BudgetPeriod = Schema.Literal("one_time", "daily", "monthly")
 export type BudgetPeriod = typeof BudgetPeriod.Type
@@ -24,26 +24,24 @@ export const Budget = Schema.Struct({
 })
 export type Budget = typeof Budget.Type
 
-const PositiveUsd = Schema.BigDecimalFromNumber.pipe(Schema.positiveBigDecimal())
-const NonNegativeUsd = Schema.BigDecimalFromNumber.pipe(Schema.nonNegativeBigDecimal())
 const Reason = Text.pipe(Schema.maxLength(500))
 const Metadata = JsonObject
 
 export const CreateBudget = Schema.Struct({
-  max_usd: PositiveUsd,
+  max_usd: PositiveMoney,
   period: Schema.optionalWith(BudgetPeriod, { default: () => "one_time" as const }),
   auto_replenish: Schema.optionalWith(Schema.Boolean, { default: () => false }),
-  replenish_amount: Schema.optional(PositiveUsd),
-  low_balance_threshold: Schema.optional(NonNegativeUsd)
+  replenish_amount: Schema.optional(PositiveMoney),
+  low_balance_threshold: Schema.optional(NonNegativeMoney)
 }).annotations({ parseOptions: { onExcessProperty: "error" } })
 export type CreateBudget = typeof CreateBudget.Type
 
 export const UpdateBudget = Schema.Struct({
-  max_usd: Schema.optional(PositiveUsd),
+  max_usd: Schema.optional(PositiveMoney),
   period: Schema.optional(BudgetPeriod),
   auto_replenish: Schema.optional(Schema.Boolean),
-  replenish_amount: Schema.optional(Schema.NullOr(PositiveUsd)),
-  low_balance_threshold: Schema.optional(Schema.NullOr(NonNegativeUsd)),
+  replenish_amount: Schema.optional(Schema.NullOr(PositiveMoney)),
+  low_balance_threshold: Schema.optional(Schema.NullOr(NonNegativeMoney)),
   is_active: Schema.optional(Schema.Boolean),
   is_suspended: Schema.optional(Schema.Boolean),
   reason: Schema.optional(Reason),
@@ -53,7 +51,7 @@ export type UpdateBudget = typeof UpdateBudget.Type
 
 /** Body of /topup and /debit. */
 export const LedgerAmount = Schema.Struct({
-  amount_usd: PositiveUsd,
+  amount_usd: PositiveMoney,
   reason: Schema.optional(Reason),
   metadata: Schema.optional(Metadata)
 }).annotations({ parseOptions: { onExcessProperty: "error" } })
@@ -104,7 +102,7 @@ export const BudgetUpdated = Schema.Struct({ ...Budget.fields, idempotent_replay
 export type BudgetUpdated = typeof BudgetUpdated.Type
 
 export const TransactionsParams = Schema.Struct({
-  since: Schema.optional(Schema.Date),
+  since: Schema.optional(DateInput),
   limit: Schema.optionalWith(Schema.NumberFromString.pipe(Schema.int(), Schema.between(1, 200)), { default: () => 50 })
 })
 export const TransactionsList = Schema.Struct({ data: Schema.Array(BudgetTransaction), limit: Schema.Int })

@@ -1,10 +1,12 @@
 // Wire shapes of the capabilities endpoints: the shelf, providers with their policy state, search,
 // runs, and the catalog input (the seed file and the operator upsert share one shape).
 import { BigDecimal, Schema } from "effect"
-import { JsonObject, NonNegativeUsd, PositiveUsd, strict, Text } from "./Common.js"
+import { DateInput, JsonObject, NonNegativeMoney, PositiveMoney, strict, Text, Usd } from "./Common.js"
 
 const Slug = Text.pipe(Schema.pattern(/^[a-z0-9][a-z0-9._-]{0,99}$/, { message: () => "lowercase letters, digits, '.', '_' or '-', 1-100 chars" }))
-const NullableUsd = Schema.NullOr(NonNegativeUsd)
+/** Prices in answers; NullablePrice is the same field in the catalog input (exact, bounded). */
+const NullableUsd = Schema.NullOr(Usd)
+const NullablePrice = Schema.NullOr(NonNegativeMoney)
 const Rating = Schema.Number.pipe(Schema.between(0, 5))
 
 export const PolicyState = Schema.Literal("in_policy", "denylisted", "not_allowlisted", "above_ceiling")
@@ -102,7 +104,7 @@ export const SearchCandidate = Schema.Struct({
   description: Schema.NullOr(Schema.String),
   url: Schema.NullOr(Schema.String),
   /** What a run reserves (the provider's max price, capped by the platform ceiling). */
-  cost_usd: NonNegativeUsd,
+  cost_usd: Usd,
   protocol: Schema.String,
   rating: Schema.NullOr(Schema.Number)
 })
@@ -114,7 +116,7 @@ export type SearchResponse = typeof SearchResponse.Type
 export const RunRequest = Schema.Struct({
   capability: Text.pipe(Schema.minLength(1), Schema.maxLength(200)),
   input: Schema.optional(Schema.NullOr(JsonObject)),
-  max_pay: Schema.optional(PositiveUsd)
+  max_pay: Schema.optional(PositiveMoney)
 }).annotations(strict)
 export type RunRequest = typeof RunRequest.Type
 
@@ -164,12 +166,12 @@ export const ProviderInput = Schema.Struct({
   ),
   call_method: Schema.optionalWith(HttpMethod, { default: () => "POST" as const }),
   protocol: Schema.optionalWith(Text.pipe(Schema.minLength(1), Schema.maxLength(32)), { default: () => "http" }),
-  min_price_usd: Schema.optional(NullableUsd),
-  median_price_usd: Schema.optional(NullableUsd),
-  max_price_usd: Schema.optional(NullableUsd),
+  min_price_usd: Schema.optional(NullablePrice),
+  median_price_usd: Schema.optional(NullablePrice),
+  max_price_usd: Schema.optional(NullablePrice),
   rating: Schema.optional(Schema.NullOr(Rating)),
   availability: Schema.optional(Availability),
-  last_synced_at: Schema.optional(Schema.NullOr(Schema.Date)),
+  last_synced_at: Schema.optional(Schema.NullOr(DateInput)),
   input_example: Schema.optional(Schema.NullOr(JsonObject)),
   input_schema: Schema.optional(Schema.NullOr(JsonObject)),
   is_active: Schema.optional(Schema.Boolean)

@@ -1,7 +1,7 @@
 // Providers, models and their provider configurations (operator plane), platform provider keys,
 // the platform wallet, and the OpenAI-shaped model list.
 import { BigDecimal, Schema } from "effect"
-import { NonNegativeUsd, PositiveUsd, strict, Timestamp, Usd } from "./Common.js"
+import { Int4, INT4_MAX, NonNegativeMoney, PositiveMoney, strict, Text, Timestamp, Usd } from "./Common.js"
 
 export const ProviderKind = Schema.Literal("openai", "openai-responses", "anthropic", "mock")
 const Slug = Schema.String.pipe(Schema.pattern(/^[a-z0-9][a-z0-9._-]{0,99}$/))
@@ -22,11 +22,11 @@ export const Provider = Schema.Struct({
 export const ModelProviderInput = Schema.Struct({
   provider: Slug,
   provider_model_id: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(200)),
-  priority: Schema.optionalWith(Schema.Int, { default: () => 0 }),
-  weight: Schema.optionalWith(Schema.Int.pipe(Schema.nonNegative()), { default: () => 1 }),
+  priority: Schema.optionalWith(Int4, { default: () => 0 }),
+  weight: Schema.optionalWith(Int4.pipe(Schema.nonNegative()), { default: () => 1 }),
   enabled: Schema.optionalWith(Schema.Boolean, { default: () => true }),
-  input_usd_per_mtok: Schema.optionalWith(NonNegativeUsd, { default: () => BigDecimal.make(0n, 0) }),
-  output_usd_per_mtok: Schema.optionalWith(NonNegativeUsd, { default: () => BigDecimal.make(0n, 0) })
+  input_usd_per_mtok: Schema.optionalWith(NonNegativeMoney, { default: () => BigDecimal.make(0n, 0) }),
+  output_usd_per_mtok: Schema.optionalWith(NonNegativeMoney, { default: () => BigDecimal.make(0n, 0) })
 }).annotations(strict)
 
 export const ModelInput = Schema.Struct({
@@ -76,11 +76,12 @@ export const ProviderKey = Schema.Struct({
 export const PlatformWallet = Schema.Struct({ balance_usd: Usd, updated_at: Timestamp })
 
 export const WalletTopup = Schema.Struct({
-  amount_usd: PositiveUsd,
-  reason: Schema.optional(Schema.String.pipe(Schema.maxLength(500)))
+  amount_usd: PositiveMoney,
+  reason: Schema.optional(Text.pipe(Schema.maxLength(500)))
 }).annotations(strict)
 
-const LimitValue = Schema.NullOr(Schema.Int.pipe(Schema.positive()))
+/** A limit as the `integer` columns hold it (null = unlimited). */
+const LimitValue = Schema.NullOr(Schema.Int.pipe(Schema.between(1, INT4_MAX)))
 
 /** PUT body of a user's rate-limit override (null = unlimited for that dimension). */
 export const RateLimitOverride = Schema.Struct({

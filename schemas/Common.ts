@@ -1,9 +1,15 @@
-// Shapes shared by many endpoints: pagination, timestamps, money and JSON objects.
-import { Schema } from "effect"
+// Shapes shared by many endpoints: pagination, timestamps, money, bounded integers and dates,
+// storable text and JSON objects.
+import { BigDecimal, ParseResult, Schema } from "effect"
+import { MONEY_MAX_INTEGER_DIGITS, MONEY_MAX_SCALE, moneyFromNumber, parseMoney } from "../src/lib/Money.js"
+import { findUnstorable, isStorableText } from "../src/lib/StorableText.js"
 
-/** Query `page` (>= 1, default 1) and `limit` (1-100, default 20) of every paginated list. */
+/** The most pages a list walks (its offset stays far inside Postgres' bigint). */
+export const MAX_PAGE = 10_000_000
+
+/** Query `page` (1-MAX_PAGE, default 1) and `limit` (1-100, default 20) of every paginated list. */
 export const PageParam = Schema.optionalWith(
-  Schema.NumberFromString.pipe(Schema.int(), Schema.greaterThanOrEqualTo(1)),
+  Schema.NumberFromString.pipe(Schema.int(), Schema.between(1, MAX_PAGE)),
   { default: () => 1 }
 )
 export const LimitParam = Schema.optionalWith(
@@ -20,27 +26,71 @@ export const Paginated = <A, I, R>(item: Schema.Schema<A, I, R>) =>
 export const Timestamp = Schema.Date
 export const NullableTimestamp = Schema.NullOr(Schema.Date)
 
-/** Postgres text cannot hold U+0000: refuse it at the edge instead of failing in the database. */
-const hasNul = (value: unknown): boolean =>
-  typeof value === "string"
-    ? value.includes("\u0000")
-    : Array.isArray(value)
-    ? value.some(hasNul)
-    : value !== null && typeof value === "object"
-    ? Object.entries(value).some(([k, v]) => k.includes("\u0000") || hasNul(v))
-    : false
+/**
+ * The dates a client may send (`since`, `expires_at`...): years 1 to 9999, what ISO 8601 spells
+ * with four digits and Postgres' timestamptz holds; a JS Date reaches year 275760 either way.
+ */
+export const DATE_MIN = new Date("0001-01-01T00:00:00.000Z").getTime()
+export const DATE_MAX = Date.UTC(9999, 11, 31, 23, 59, 59, 999)
+export const DateInput = Schema.Date.pipe(Schema.filter((d) => d.getTime() >= DATE_MIN && d.getTime() <= DATE_MAX, {
+  message: () => "must be a date between 0001-01-01 and 9999-12-31"
+}))
 
-export const Text = Schema.String.pipe(Schema.filter((s) => !hasNul(s), { message: () => "must not contain NUL characters" }))
+/** The range of a Postgres `integer` column. */
+export const INT4_MIN = -2147483648
+export const INT4_MAX = 2147483647
+export const Int4 = Schema.Int.pipe(Schema.between(INT4_MIN, INT4_MAX))
+
+const unstorableMessage = "must not contain NUL characters or unpaired UTF-16 surrogates"
+
+/** Text Postgres can store (the body check already refuses the rest; this guards other sources). */
+export const Text = Schema.String.pipe(Schema.filter(isStorableText, { message: () => unstorableMessage }))
 
 /** Arbitrary caller JSON object (metadata). */
 export const JsonObject = Schema.Record({ key: Schema.String, value: Schema.Unknown }).pipe(
-  Schema.filter((o) => !hasNul(o), { message: () => "must not contain NUL characters" })
+  Schema.filter((o) => {
+    const found = findUnstorable(o)
+    return found === undefined ? undefined : { path: found.path, message: unstorableMessage }
+  })
 )
 
-/** USD amounts: JSON numbers on the wire, exact BigDecimal in code. */
+/**
+ * A money amount a client sends (USD or display units): a JSON number or a decimal string,
+ * decoded exactly from its text. The body check hands a literal a float64 cannot hold on as a
+ * string, so `123456789.0000000001` arrives whole either way. At most MONEY_MAX_SCALE decimal
+ * places and below 10^MONEY_MAX_INTEGER_DIGITS (src/lib/Money.ts); encoded as an exact decimal
+ * string (idempotency hashes compare amounts exactly).
+ */
+export const Money = Schema.transformOrFail(Schema.Union(Schema.Number, Schema.String), Schema.BigDecimalFromSelf, {
+  strict: true,
+  decode: (value, _, ast) => {
+    const amount = typeof value === "number" ? moneyFromNumber(value) : parseMoney(value)
+    return typeof amount === "string" ? ParseResult.fail(new ParseResult.Type(ast, value, amount)) : ParseResult.succeed(amount)
+  },
+  encode: (amount) => ParseResult.succeed(BigDecimal.format(BigDecimal.normalize(amount)))
+}).annotations({
+  identifier: "Money",
+  description: `A decimal amount: a JSON number or a string such as "12.50"; at most ${MONEY_MAX_SCALE} decimal places, below 10^${MONEY_MAX_INTEGER_DIGITS}`
+})
+export const PositiveMoney = Money.pipe(Schema.positiveBigDecimal())
+export const NonNegativeMoney = Money.pipe(Schema.nonNegativeBigDecimal())
+
+/**
+ * A money amount kept as a JS number (platform settings, display rules), within the same bounds:
+ * the body check guarantees the number is the literal the client sent.
+ */
+export const MoneyNumber = Schema.Number.pipe(Schema.filter((n) => {
+  const amount = moneyFromNumber(n)
+  return typeof amount === "string" ? amount : undefined
+}))
+
+/** USD amounts in answers: JSON numbers on the wire, exact BigDecimal in code. */
 export const Usd = Schema.BigDecimalFromNumber
-export const PositiveUsd = Schema.BigDecimalFromNumber.pipe(Schema.positiveBigDecimal())
-export const NonNegativeUsd = Schema.BigDecimalFromNumber.pipe(Schema.nonNegativeBigDecimal())
+
+/** `Idempotency-Key` on every endpoint that moves money (layers/Idempotency.ts). */
+export const IdempotencyHeaders = Schema.Struct({
+  "idempotency-key": Schema.optional(Schema.String.pipe(Schema.minLength(1), Schema.maxLength(255)))
+})
 
 /** Reject unknown fields instead of silently dropping them. */
 export const strict = { parseOptions: { onExcessProperty: "error" } } as const

@@ -1,10 +1,11 @@
 // Platform (tenant) records and their settings, as the operator and platform APIs show them.
 import { Schema } from "effect"
-import { strict, Text, Timestamp } from "./Common.js"
+import { INT4_MAX, MoneyNumber, strict, Text, Timestamp } from "./Common.js"
 import { ApiKeyCreated } from "./ApiKeys.js"
 
-const NonNegative = Schema.Number.pipe(Schema.nonNegative(), Schema.finite())
-const PositiveInt = Schema.Int.pipe(Schema.positive())
+/** Amounts in settings stay JS numbers, within the money bounds (exact: see MoneyNumber). */
+const NonNegative = MoneyNumber.pipe(Schema.nonNegative())
+const Positive = MoneyNumber.pipe(Schema.positive())
 
 export const DisplayRule = Schema.Union(
   Schema.Struct({ trigger: Schema.Literal("inference_call", "tool_call"), amount: NonNegative }).annotations(strict),
@@ -25,7 +26,8 @@ export const EndUserWalletSettings = Schema.Struct({
   rules: Schema.optional(DisplayRules)
 }).annotations(strict)
 
-const LimitValue = Schema.NullOr(PositiveInt)
+/** As the `integer` columns of explicit overrides hold limits (null = unlimited). */
+const LimitValue = Schema.NullOr(Schema.Int.pipe(Schema.between(1, INT4_MAX)))
 export const RateLimitSettings = Schema.Struct({
   rpm_limit: Schema.optional(LimitValue),
   tpm_limit: Schema.optional(LimitValue),
@@ -34,7 +36,7 @@ export const RateLimitSettings = Schema.Struct({
 
 export const CapabilityPolicy = Schema.Struct({
   enabled: Schema.optional(Schema.Boolean),
-  max_price_usd: Schema.optional(Schema.NullOr(Schema.Number.pipe(Schema.positive(), Schema.finite()))),
+  max_price_usd: Schema.optional(Schema.NullOr(Positive)),
   allowlist: Schema.optional(Schema.NullOr(Schema.Array(Schema.String))),
   denylist: Schema.optional(Schema.Array(Schema.String)),
   charge_failed_calls: Schema.optional(Schema.Boolean)
@@ -42,7 +44,7 @@ export const CapabilityPolicy = Schema.Struct({
 
 /** Stored settings; every field optional. */
 export const PlatformSettings = Schema.Struct({
-  default_budget_usd: Schema.optional(Schema.NullOr(Schema.Number.pipe(Schema.positive(), Schema.finite()))),
+  default_budget_usd: Schema.optional(Schema.NullOr(Positive)),
   end_user_wallet: Schema.optional(EndUserWalletSettings),
   default_rate_limits: Schema.optional(RateLimitSettings),
   capabilities: Schema.optional(CapabilityPolicy)
@@ -52,7 +54,9 @@ export type PlatformSettings = typeof PlatformSettings.Type
 export const Platform = Schema.Struct({
   id: Schema.String,
   name: Schema.String,
-  settings: PlatformSettings,
+  // Answers show the settings as stored, bounds left out: values stored before a bound existed
+  // must still be readable (and patchable), not a failed encode.
+  settings: Schema.encodedSchema(PlatformSettings),
   skills_enabled: Schema.Boolean,
   created_at: Timestamp,
   updated_at: Timestamp

@@ -1,11 +1,10 @@
 // Display wallet (product units) wire shapes: the platform-side wallet view and operations, and
 // the end user's /v1/me/budget.
 import { Schema } from "effect"
-import { Text, Timestamp } from "./Common.js"
+import { Money, NonNegativeMoney, PositiveMoney, Text, Timestamp } from "./Common.js"
 
+/** Display amounts in answers (JSON numbers); requests take Money, exact and bounded. */
 const Amount = Schema.BigDecimalFromNumber
-const NonNegative = Schema.BigDecimalFromNumber.pipe(Schema.nonNegativeBigDecimal())
-const Positive = Schema.BigDecimalFromNumber.pipe(Schema.positiveBigDecimal())
 const strict = { parseOptions: { onExcessProperty: "error" } } as const
 
 export const WalletView = Schema.Struct({
@@ -29,7 +28,7 @@ export const WalletView = Schema.Struct({
 export type WalletView = typeof WalletView.Type
 
 export const InitWallet = Schema.Struct({
-  max_display: NonNegative,
+  max_display: NonNegativeMoney,
   reason: Schema.optional(Text.pipe(Schema.maxLength(500)))
 }).annotations(strict)
 export type InitWallet = typeof InitWallet.Type
@@ -44,7 +43,7 @@ export const InitWalletResult = Schema.Struct({
 export type InitWalletResult = typeof InitWalletResult.Type
 
 export const WalletTopupBody = Schema.Struct({
-  amount_display: Positive,
+  amount_display: PositiveMoney,
   reason: Schema.optional(Text.pipe(Schema.maxLength(500)))
 }).annotations(strict)
 export type WalletTopupBody = typeof WalletTopupBody.Type
@@ -59,7 +58,7 @@ export const WalletTopupResult = Schema.Struct({
 export type WalletTopupResult = typeof WalletTopupResult.Type
 
 export const AdjustWallet = Schema.Struct({
-  delta: Amount,
+  delta: Money,
   reason: Text.pipe(
     Schema.maxLength(500),
     Schema.filter((r) => r.trim().length > 0, { message: () => "reason must not be empty or whitespace" })

@@ -143,7 +143,7 @@ describe("bad requests", () => {
     for (const [body, param] of [
       [{ external_id: "a\u0000b" }, "external_id"],
       [{ external_id: "ok-nul", display_name: "x\u0000" }, "display_name"],
-      [{ external_id: "ok-nul", metadata: { k: ["a\u0000"] } }, "metadata"]
+      [{ external_id: "ok-nul", metadata: { k: ["a\u0000"] } }, "metadata.k.0"]
     ] as const) {
       const res = await gw.call("POST", path(), { key: platform.platformKey, body })
       expect(res.status, JSON.stringify(body)).toBe(422)

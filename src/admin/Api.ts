@@ -1,7 +1,8 @@
 // Operator plane: creating and reading platforms (DESIGN.md section 4). Admin key only.
 import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
 import { Schema } from "effect"
-import { Pagination, Paginated, PathId } from "../../schemas/Common.js"
+import { IdempotencyHeaders, Pagination, Paginated, PathId } from "../../schemas/Common.js"
+import { Conflict } from "../../schemas/Errors.js"
 import { ModelConfig, ModelInput, PlatformWallet, Provider, ProviderInput, WalletTopup } from "../../schemas/Catalog.js"
 import { CreatePlatform, Platform, PlatformCreated } from "../../schemas/Platforms.js"
 import { Authentication } from "../http/Authentication.js"
@@ -29,8 +30,10 @@ export class AdminGroup extends HttpApiGroup.make("admin")
   .add(
     HttpApiEndpoint.post("topupPlatformWallet", "/admin/platforms/:platformId/platform-wallet/topup")
       .setPath(Schema.Struct({ platformId: PathId }))
+      .setHeaders(IdempotencyHeaders)
       .setPayload(WalletTopup)
       .addSuccess(PlatformWallet)
+      .addError(Conflict.Http)
   )
   .middleware(Authentication)
   .prefix("/v1") {}

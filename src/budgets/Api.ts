@@ -13,7 +13,7 @@ import {
   TransactionsParams,
   UpdateBudget
 } from "../../schemas/Budgets.js"
-import { Paginated, PathId } from "../../schemas/Common.js"
+import { IdempotencyHeaders, Paginated, PathId } from "../../schemas/Common.js"
 import { Conflict } from "../../schemas/Errors.js"
 import {
   AdjustWallet,
@@ -30,15 +30,11 @@ const BudgetPath = Schema.Struct({ platformId: PathId, endUserId: PathId })
 const base = "/platforms/:platformId/end-users/:endUserId/budget"
 const wallet = "/platforms/:platformId/end-users/:endUserId/wallet"
 
-/** `Idempotency-Key` on PATCH, topup and debit. */
-export const IdempotencyHeaders = Schema.Struct({
-  "idempotency-key": Schema.optional(Schema.String.pipe(Schema.minLength(1), Schema.maxLength(255)))
-})
-
 export class BudgetsGroup extends HttpApiGroup.make("budgets")
   .add(
     HttpApiEndpoint.post("createBudget", base)
       .setPath(BudgetPath)
+      .setHeaders(IdempotencyHeaders)
       .setPayload(CreateBudget)
       .addSuccess(Budget, { status: 201 })
       .addError(Conflict.Http)

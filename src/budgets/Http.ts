@@ -6,7 +6,7 @@ import { Effect, Schema } from "effect"
 import { type Actor, actorOf, BudgetLedger, type LedgerChange, toBudget } from "../../layers/BudgetLedger.js"
 import { DisplayLedger } from "../../layers/DisplayLedger.js"
 import { Idempotency } from "../../layers/Idempotency.js"
-import { BudgetUpdated, LedgerAmount, LedgerEntryResponse, UpdateBudget } from "../../schemas/Budgets.js"
+import { Budget, BudgetUpdated, CreateBudget, LedgerAmount, LedgerEntryResponse, UpdateBudget } from "../../schemas/Budgets.js"
 import {
   AdjustWallet,
   AdjustWalletResult,
@@ -37,6 +37,9 @@ const entryResponse = (change: LedgerChange): LedgerEntryResponse => ({
   }
 })
 
+/** A replayed answer that says so (the ledger answers carry `idempotent_replay`). */
+const flagReplay = <A extends { readonly idempotent_replay: boolean }>(value: A): A => ({ ...value, idempotent_replay: true })
+
 interface BudgetPath {
   readonly platformId: string
   readonly endUserId: string
@@ -53,11 +56,12 @@ export const BudgetsLive = HttpApiBuilder.group(GatewayApi, "budgets", (handlers
      * A handler for a ledger mutation that honours Idempotency-Key: the key claim (or replay) and
      * the change run in one transaction, so a key applies at most once.
      */
-    const keyed = <B, BI, A extends { readonly idempotent_replay: boolean }, AI, E, R>(
+    const keyed = <B, BI, A, AI, E, R>(
       operation: string,
       body: Schema.Schema<B, BI>,
       response: Schema.Schema<A, AI>,
-      apply: (path: BudgetPath, payload: B, actor: Actor) => Effect.Effect<A, E, R>
+      apply: (path: BudgetPath, payload: B, actor: Actor) => Effect.Effect<A, E, R>,
+      onReplay: (value: A) => A
     ) =>
     ({ path, payload, headers }: {
       readonly path: BudgetPath
@@ -74,15 +78,13 @@ export const BudgetsLive = HttpApiBuilder.group(GatewayApi, "budgets", (handlers
           response,
           apply(path, payload, actor)
         )
-        return result.replay ? { ...result.value, idempotent_replay: true } : result.value
+        return result.replay ? onReplay(result.value) : result.value
       }).pipe(sql.withTransaction, Effect.catchTag("SqlError", Effect.die))
 
     return handlers
-      .handle("createBudget", ({ path, payload }) =>
-        Effect.gen(function*() {
-          const principal = yield* requirePlatform(path.platformId)
-          return toBudget(yield* ledger.create(path.platformId, path.endUserId, payload, actorOf(principal)))
-        }))
+      // A replayed create answers the budget as it was created (the record has no replay flag).
+      .handle("createBudget", keyed("budget.create", CreateBudget, Budget, (path, payload, actor) =>
+        ledger.create(path.platformId, path.endUserId, payload, actor).pipe(Effect.map(toBudget)), (budget) => budget))
       .handle("getBudget", ({ path }) =>
         requirePlatform(path.platformId).pipe(
           Effect.zipRight(ledger.get(path.platformId, path.endUserId)),
@@ -91,16 +93,16 @@ export const BudgetsLive = HttpApiBuilder.group(GatewayApi, "budgets", (handlers
       .handle("updateBudget", keyed("budget.update", UpdateBudget, BudgetUpdated, (path, payload, actor) =>
         ledger.update(path.platformId, path.endUserId, payload, actor).pipe(
           Effect.map((change): BudgetUpdated => ({ ...toBudget(change.budget), idempotent_replay: false }))
-        )))
+        ), flagReplay))
       .handle("deleteBudget", ({ path }) =>
         Effect.gen(function*() {
           const principal = yield* requirePlatform(path.platformId)
           yield* ledger.remove(path.platformId, path.endUserId, actorOf(principal))
         }))
       .handle("topupBudget", keyed("budget.topup", LedgerAmount, LedgerEntryResponse, (path, payload, actor) =>
-        ledger.topup(path.platformId, path.endUserId, payload, actor).pipe(Effect.map(entryResponse))))
+        ledger.topup(path.platformId, path.endUserId, payload, actor).pipe(Effect.map(entryResponse)), flagReplay))
       .handle("debitBudget", keyed("budget.debit", LedgerAmount, LedgerEntryResponse, (path, payload, actor) =>
-        ledger.debit(path.platformId, path.endUserId, payload, actor).pipe(Effect.map(entryResponse))))
+        ledger.debit(path.platformId, path.endUserId, payload, actor).pipe(Effect.map(entryResponse)), flagReplay))
       .handle("listTransactions", ({ path, urlParams }) =>
         requirePlatform(path.platformId).pipe(Effect.zipRight(ledger.transactions(path.platformId, path.endUserId, urlParams))))
       .handle("listBudgets", ({ path, urlParams }) =>
@@ -108,11 +110,11 @@ export const BudgetsLive = HttpApiBuilder.group(GatewayApi, "budgets", (handlers
       .handle("getWallet", ({ path }) =>
         requirePlatform(path.platformId).pipe(Effect.zipRight(display.view(path.platformId, path.endUserId))))
       .handle("initWallet", keyed("wallet.init", InitWallet, InitWalletResult, (path, payload, actor) =>
-        display.init(path.platformId, path.endUserId, payload, actor)))
+        display.init(path.platformId, path.endUserId, payload, actor), flagReplay))
       .handle("topupWallet", keyed("wallet.topup", WalletTopupBody, WalletTopupResult, (path, payload, actor) =>
-        display.topup(path.platformId, path.endUserId, payload, actor)))
+        display.topup(path.platformId, path.endUserId, payload, actor), flagReplay))
       .handle("adjustWallet", keyed("wallet.adjust", AdjustWallet, AdjustWalletResult, (path, payload, actor) =>
-        display.adjust(path.platformId, path.endUserId, payload, actor)))
+        display.adjust(path.platformId, path.endUserId, payload, actor), flagReplay))
       .handle("disableWallet", ({ path }) =>
         Effect.gen(function*() {
           const actor = actorOf(yield* requirePlatform(path.platformId))

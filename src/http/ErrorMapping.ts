@@ -1,5 +1,5 @@
 // One place where framework failures become OpenAI-shaped errors: body checks before routing
-// (content type, size, JSON depth), decode errors, unknown routes, malformed JSON, and defects (no stack
+// (content type, size, JSON depth, inexact numbers, unstorable text), decode errors, unknown routes, malformed JSON, and defects (no stack
 // traces leave the process; database outages answer 503).
 import { HttpApiBuilder, HttpApiError, HttpServerError, HttpServerRequest } from "@effect/platform"
 import { SqlError } from "@effect/sql/SqlError"
@@ -16,7 +16,9 @@ import {
   type WireError
 } from "../../schemas/Errors.js"
 import { RateLimiterUnavailable } from "../../layers/RateLimiter.js"
+import { MAX_CHECKED_NUMBERS, scanJsonText } from "../lib/JsonText.js"
 import { isDatabaseOutage } from "../lib/SqlErrors.js"
+import { findUnstorable, toStorableText } from "../lib/StorableText.js"
 import { GatewayApi } from "./Api.js"
 import { clientValidation } from "./DecodeIssues.js"
 import { readBodyText, withBodyText } from "./RequestBody.js"
@@ -24,27 +26,6 @@ import { readBodyText, withBodyText } from "./RequestBody.js"
 export const MAX_BODY_BYTES = 10 * 1024 * 1024
 /** Deepest nesting of arrays/objects a JSON body may have (DESIGN.md section 7). */
 export const MAX_JSON_DEPTH = 64
-
-/**
- * True when the JSON text nests arrays/objects deeper than `limit`. One pass, no parsing:
- * brackets inside strings do not count (a backslash skips the next character, so `"\""` and
- * `"\\"` end where they should). Malformed text is left for the parser to reject.
- */
-export const exceedsJsonDepth = (text: string, limit: number): boolean => {
-  let depth = 0
-  let inString = false
-  for (let i = 0; i < text.length; i++) {
-    const c = text.charCodeAt(i)
-    if (inString) {
-      if (c === 0x5c) i++ // backslash: skip the escaped character
-      else if (c === 0x22) inString = false
-    } else if (c === 0x22) inString = true
-    else if (c === 0x7b || c === 0x5b) {
-      if (++depth > limit) return true
-    } else if (c === 0x7d || c === 0x5d) depth--
-  }
-  return false
-}
 
 /**
  * The client's 422: the field and a short reason (DecodeIssues.ts), no schema text; the full
@@ -96,16 +77,19 @@ const fromDefect = (defect: unknown): Option.Option<ApiError> => {
 const tooLarge = () => new PayloadTooLarge({ code: "payload_too_large", message: `Request body exceeds ${MAX_BODY_BYTES} bytes` })
 
 /**
- * The checks every body gets before routing: its declared type and length, its size and JSON
- * depth. `read` reads the body (at most `MAX_BODY_BYTES`); the result is its text, or null when
- * the request carries no body.
+ * The checks every body gets before routing: its declared type and length, its size, and one
+ * scan of its JSON text (src/lib/JsonText.ts) for nesting depth, number literals a float64
+ * cannot hold (handed on as strings: money decodes them exactly, other numbers refuse them) and
+ * text Postgres cannot store (refused here, naming the field, before anything is billed). `read`
+ * reads the body (at most `MAX_BODY_BYTES`); the result is the text to parse, or null when the
+ * request carries no body.
  */
 export const checkedBody = <E>(
   method: string,
   headers: Readonly<Record<string, string | ReadonlyArray<string> | undefined>>,
   read: (maxBytes: number, tooLarge: () => PayloadTooLarge) => Effect.Effect<string, PayloadTooLarge | E>
-): Effect.Effect<string | null, PayloadTooLarge | UnsupportedMediaType | BadRequest | E> =>
-  Effect.suspend((): Effect.Effect<string | null, PayloadTooLarge | UnsupportedMediaType | BadRequest | E> => {
+): Effect.Effect<string | null, PayloadTooLarge | UnsupportedMediaType | BadRequest | ValidationError | E> =>
+  Effect.suspend((): Effect.Effect<string | null, PayloadTooLarge | UnsupportedMediaType | BadRequest | ValidationError | E> => {
     if (method !== "POST" && method !== "PUT" && method !== "PATCH") return Effect.succeed(null)
     const length = Number(headers["content-length"] ?? "0")
     if (length > MAX_BODY_BYTES) return Effect.fail(tooLarge())
@@ -118,15 +102,53 @@ export const checkedBody = <E>(
       }))
     }
     if (!hasBody) return Effect.succeed(null)
-    // A JSON body (declared or untyped): scan its nesting before anything parses it.
-    return Effect.flatMap(read(MAX_BODY_BYTES, tooLarge), (text) =>
-      exceedsJsonDepth(text, MAX_JSON_DEPTH)
-        ? Effect.fail(new BadRequest({
-          code: "invalid_json",
-          message: `The request body nests arrays/objects deeper than ${MAX_JSON_DEPTH} levels`
-        }))
-        : Effect.succeed(text))
+    // A JSON body (declared or untyped): scan it before anything parses it.
+    return Effect.flatMap(read(MAX_BODY_BYTES, tooLarge), scannedBody)
   })
+
+const scannedBody = (text: string): Effect.Effect<string, BadRequest | ValidationError> => {
+  const scan = scanJsonText(text, MAX_JSON_DEPTH)
+  if (scan === "too_deep") {
+    return Effect.fail(new BadRequest({
+      code: "invalid_json",
+      message: `The request body nests arrays/objects deeper than ${MAX_JSON_DEPTH} levels`
+    }))
+  }
+  if (scan === "too_many_long_numbers") {
+    return Effect.fail(new ValidationError({
+      code: "validation_error",
+      message: `The request body has more than ${MAX_CHECKED_NUMBERS} numbers with over 15 significant digits or a large exponent`
+    }))
+  }
+  if (scan.unstorableEscape) {
+    const refusal = unstorableTextRefusal(scan.text)
+    if (refusal !== undefined) return Effect.fail(refusal)
+  }
+  return Effect.succeed(scan.text)
+}
+
+/**
+ * The 422 for a body whose strings escape NUL or an unpaired surrogate, naming the first one as
+ * a decode error would (`input.0.content`); none when the text does not parse (the parser's 400
+ * answers it).
+ */
+const unstorableTextRefusal = (text: string): ValidationError | undefined => {
+  let value: unknown
+  try {
+    value = JSON.parse(text)
+  } catch {
+    return undefined
+  }
+  const found = findUnstorable(value)
+  if (found === undefined) return undefined
+  // A key that holds the bad character is named with U+FFFD in its place.
+  const param = found.path.length > 0 ? found.path.map((p) => toStorableText(String(p))).join(".") : undefined
+  return new ValidationError({
+    code: "validation_error",
+    param,
+    message: `${param ?? "body"}: ${found.inKey ? "an object key" : "text"} must not contain NUL characters or unpaired UTF-16 surrogates`
+  })
+}
 
 /**
  * The checks before routing, on the platform's request; a body read here is handed on in the
