@@ -1,6 +1,6 @@
 // One place where framework failures become OpenAI-shaped errors: body checks before routing
-// (content type, size, JSON depth, inexact numbers, unstorable text), decode errors, unknown routes, malformed JSON, and defects (no stack
-// traces leave the process; database outages answer 503).
+// (content type, size, JSON depth, inexact numbers, unstorable text), decode errors, unknown
+// routes, malformed JSON, and defects (no stack traces leave the process; outages answer 503).
 import { HttpApiBuilder, HttpApiError, HttpServerError, HttpServerRequest } from "@effect/platform"
 import { SqlError } from "@effect/sql/SqlError"
 import { Cause, Effect, Option } from "effect"

@@ -34,7 +34,7 @@ describe("clientValidation", () => {
     [CreateEndUser, { external_id: 42 }, "external_id", "external_id: must be a string"],
     [CreateEndUser, { external_id: "" }, "external_id", "external_id: must not be empty"],
     [CreateEndUser, { external_id: "x".repeat(300) }, "external_id", "external_id: must be at most 255 characters long"],
-    [CreateEndUser, { external_id: "a\u0000b" }, "external_id", "external_id: must not contain NUL characters"],
+    [CreateEndUser, { external_id: "a\u0000b" }, "external_id", "external_id: must not contain NUL characters or unpaired UTF-16 surrogates"],
     [CreatePlatform, { name: " padded " }, "name", "name: must not start or end with whitespace"],
     [UpdatePlatform, { settings: { display_rules: [] } }, "settings.display_rules", "settings.display_rules: is not an allowed field"],
     [ListEndUsersParams, { limit: "many" }, "limit", "limit: must be a number"],
