@@ -110,6 +110,15 @@ describe("reported usage out of bounds", () => {
     await expectBilledOnEstimate(user.endUserId, { prompt: 1e12, completion: 1e12 }, false)
   })
 
+  it("fractional counts (non-streaming): the answer is used, the usage is not believed", async () => {
+    upstream.setBehavior({ usage: { prompt: 5.5, completion: 2.25 } })
+    const user = await endUser("fractional")
+    const answer = await user.client.chat.completions.create({ model: "fake-model", messages })
+    expect(answer.choices[0]!.message.content).toBe(REPLY)
+    expect(answer.usage).toEqual(estimate())
+    await expectBilledOnEstimate(user.endUserId, { prompt: 5.5, completion: 2.25 }, false)
+  })
+
   it("a trillion tokens in a stream's usage chunk: the client sees and is billed the gateway's count", async () => {
     upstream.setBehavior({ usage: { prompt: 1e12, completion: 1e12 } })
     const user = await endUser("stream")

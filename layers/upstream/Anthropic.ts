@@ -138,11 +138,12 @@ const post = (call: UpstreamCall, stream: boolean) => ({
 
 // ---- response -----------------------------------------------------------------------------
 
+// Any JSON number: Inference's usageInBounds decides whether the counts are believed.
 const UsageWire = Schema.Struct({
-  input_tokens: Schema.optional(Schema.NullOr(Schema.Int)),
-  output_tokens: Schema.optional(Schema.NullOr(Schema.Int)),
-  cache_creation_input_tokens: Schema.optional(Schema.NullOr(Schema.Int)),
-  cache_read_input_tokens: Schema.optional(Schema.NullOr(Schema.Int))
+  input_tokens: Schema.optional(Schema.NullOr(Schema.Number)),
+  output_tokens: Schema.optional(Schema.NullOr(Schema.Number)),
+  cache_creation_input_tokens: Schema.optional(Schema.NullOr(Schema.Number)),
+  cache_read_input_tokens: Schema.optional(Schema.NullOr(Schema.Number))
 })
 type UsageWire = typeof UsageWire.Type
 

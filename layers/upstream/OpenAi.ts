@@ -9,10 +9,12 @@ import { httpAdapter } from "./HttpAdapter.js"
 import type { UpstreamLimits } from "./Limits.js"
 import { type UpstreamAdapter, type UpstreamCall, UpstreamError } from "./Upstream.js"
 
+// Counts are any JSON number here: whether the gateway believes them is Inference's rule
+// (usageInBounds), which bills a call with absurd usage on its own count instead of losing it.
 const UsageWire = Schema.Struct({
-  prompt_tokens: Schema.Int,
-  completion_tokens: Schema.Int,
-  total_tokens: Schema.optional(Schema.Int)
+  prompt_tokens: Schema.Number,
+  completion_tokens: Schema.Number,
+  total_tokens: Schema.optional(Schema.Number)
 })
 
 const ToolCallWire = Schema.Struct({

@@ -115,7 +115,8 @@ export const ResponseWire = Schema.Struct({
   model: Schema.optional(Schema.String),
   status: Schema.optional(Schema.String),
   output: Schema.optional(Schema.Array(OutputItemWire)),
-  usage: Schema.optional(Schema.NullOr(Schema.Struct({ input_tokens: Schema.Int, output_tokens: Schema.Int }))),
+  // Any JSON number: Inference's usageInBounds decides whether it is believed.
+  usage: Schema.optional(Schema.NullOr(Schema.Struct({ input_tokens: Schema.Number, output_tokens: Schema.Number }))),
   incomplete_details: Schema.optional(Schema.NullOr(Schema.Struct({ reason: Schema.optional(Schema.String) }))),
   error: Schema.optional(Schema.NullOr(Schema.Struct({ message: Schema.optional(Schema.String) })))
 })
