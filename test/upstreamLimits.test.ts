@@ -192,3 +192,25 @@ describe("at the caps (an instance with GATEWAY_UPSTREAM_MAX_BODY=1mb, GATEWAY_U
     expect(sseOf(over.text)).toEqual({ content: "", finish: ["stop"], done: false })
   })
 })
+
+describe("a stream that has not sent its first event", () => {
+  it("a client that leaves meanwhile: the upstream request is aborted and the call settled as interrupted", async () => {
+    a.answer({ kind: "silentStream" })
+    const before = a.requests.length
+    const controller = new AbortController()
+    const pending = fetch(`${gw.baseUrl}/v1/chat/completions`, {
+      method: "POST",
+      signal: controller.signal,
+      headers: { authorization: `Bearer ${endUserKey}`, "content-type": "application/json" },
+      body: JSON.stringify({ model: "solo", messages: [{ role: "user", content: "wait for it" }], stream: true })
+    }).catch((error: unknown) => error)
+    await a.waitFor(() => a.requests.length > before)
+    controller.abort()
+    await pending
+    const served = a.requests.at(-1)!
+    await a.waitFor(() => served.over)
+    expect(served.closedEarly).toBe(true)
+    const logs = await gw.db.pool.query("SELECT status, completion_tokens FROM inference_logs WHERE model_slug = 'solo' ORDER BY created_at DESC LIMIT 1")
+    expect(logs.rows[0]).toEqual({ status: "interrupted", completion_tokens: 0 })
+  })
+})

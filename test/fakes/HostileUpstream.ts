@@ -20,6 +20,8 @@ export type HostileAnswer =
   | { readonly kind: "echoError"; readonly status: number }
   /** 200 whose body carries only an `error` quoting the credentials (as JSON, or as the first SSE event). */
   | { readonly kind: "echoInOk" }
+  /** 200 text/event-stream headers, then nothing until the client leaves. */
+  | { readonly kind: "silentStream" }
 
 export interface HostileRequest {
   readonly headers: IncomingHttpHeaders
@@ -129,6 +131,10 @@ export const startHostileUpstream = async (): Promise<HostileUpstream> => {
         res.writeHead(200, { "content-type": record.stream ? "text/event-stream" : "application/json" })
         return writeLazily(res, record, record.stream ? `data: ${error}\n\n` : error, 0, "")
       }
+      case "silentStream":
+        res.writeHead(200, { "content-type": "text/event-stream" })
+        res.flushHeaders()
+        return
     }
   }
 
