@@ -1,7 +1,7 @@
 // The two formats of limit variables: durations (`500ms`, `30s`, `5m`, `1h`, or plain
 // milliseconds) and sizes (`64kb`, `10mb`, `1gb`, binary multiples, or plain bytes). A bad value
 // stops the start with a message that names the variable and what it expected.
-import { Config, ConfigError, Either } from "effect"
+import { Config, ConfigError, Either, Option } from "effect"
 
 const SECOND = 1_000
 const MINUTE = 60 * SECOND
@@ -40,6 +40,12 @@ export const parseBytes = (text: string): number | undefined => parseWithUnits(t
 /** What a duration variable's error message says it expected. */
 export const DURATION_FORMAT = "a duration such as 500ms, 30s, 5m, 1h or plain milliseconds"
 
+/** The value read for `name`, or the error that names the variable and the format. */
+const verdict = (name: string, value: number | undefined, expected: string, min: number) =>
+  value !== undefined && value >= min
+    ? Either.right(value)
+    : Either.left(ConfigError.InvalidData([name], `expected ${expected}${min > 0 ? ` of at least ${min}` : ""}`))
+
 const withUnits = (
   name: string,
   parse: (text: string) => number | undefined,
@@ -48,24 +54,25 @@ const withUnits = (
 ): Config.Config<number> =>
   Config.string(name).pipe(
     Config.map((text): number | undefined => parse(text)),
-    Config.mapOrFail((value) =>
-      value !== undefined && value >= min
-        ? Either.right(value)
-        : Either.left(ConfigError.InvalidData([name], `expected ${expected}${min > 0 ? ` of at least ${min}` : ""}`))
-    )
+    Config.mapOrFail((value) => verdict(name, value, expected, min))
   )
 
 /**
  * A duration variable in milliseconds (see parseDurationMs); `min` is the least value allowed.
  * `formerName` (a `*_MS` name the variable had) is read when `name` is unset, in the same format.
  */
-export const durationMsConfig = (name: string, fallbackMs: number, min = 0, formerName?: string): Config.Config<number> => {
-  const read = (variable: string) => withUnits(variable, parseDurationMs, DURATION_FORMAT, min)
-  return (formerName === undefined
-    ? read(name)
-    : read(name).pipe(Config.orElseIf({ if: ConfigError.isMissingDataOnly, orElse: () => read(formerName) }))
-  ).pipe(Config.withDefault(fallbackMs))
-}
+export const durationMsConfig = (name: string, fallbackMs: number, min = 0, formerName?: string): Config.Config<number> =>
+  formerName === undefined
+    ? withUnits(name, parseDurationMs, DURATION_FORMAT, min).pipe(Config.withDefault(fallbackMs))
+    : Config.all([Config.option(Config.string(name)), Config.option(Config.string(formerName))]).pipe(
+      Config.mapOrFail(([text, former]) =>
+        Option.isSome(text)
+          ? verdict(name, parseDurationMs(text.value), DURATION_FORMAT, min)
+          : Option.isSome(former)
+          ? verdict(formerName, parseDurationMs(former.value), DURATION_FORMAT, min)
+          : Either.right(fallbackMs)
+      )
+    )
 
 /** A size variable in bytes (see parseBytes); `min` is the least value allowed. */
 export const bytesConfig = (name: string, fallbackBytes: number, min = 1): Config.Config<number> =>
