@@ -3,8 +3,9 @@
 // most calls are admitted without a database round trip. Costs queued here since the snapshot
 // are added from Settlements' running totals, so this instance's own calls count at once and
 // exactly. Writes through this instance's API drop the platform's entries when they answer;
-// writes on other instances are seen within the TTL.
-import { type BigDecimal, Config, Deferred, Duration, Effect, Exit, FiberId } from "effect"
+// writes on other instances are seen within the TTL. A TTL of 0 reads on every call.
+import { type BigDecimal, Deferred, Effect, Exit, FiberId } from "effect"
+import { durationMsConfig } from "../src/lib/ConfigValues.js"
 import type { AdmissionSnapshot } from "./AdmissionSnapshot.js"
 
 export interface CachedAdmission {
@@ -16,13 +17,15 @@ export interface CachedAdmission {
   readonly totals: { readonly budget: BigDecimal.BigDecimal; readonly wallet: BigDecimal.BigDecimal }
 }
 
+/** How long a snapshot is reused; 0 reads on every call. */
+export const admissionCacheTtlMs = durationMsConfig("GATEWAY_ADMISSION_CACHE_TTL", 1_000)
+
 const keyOf = (platformId: string, endUserId: string | null, model: string) => `${platformId}\u0000${endUserId ?? ""}\u0000${model}`
 
 export class AdmissionCache extends Effect.Service<AdmissionCache>()("gateway/AdmissionCache", {
   scoped: Effect.gen(function*() {
     const scope = yield* Effect.scope
-    const ttl = yield* Config.duration("GATEWAY_ADMISSION_CACHE_TTL").pipe(Config.withDefault(Duration.seconds(1)), Effect.orDie)
-    const ttlMs = Duration.toMillis(ttl)
+    const ttlMs = yield* admissionCacheTtlMs.pipe(Effect.orDie)
     /** platform id -> its entries by key (dropping a platform is one delete). */
     const entries = new Map<string, Map<string, CachedAdmission>>()
 
@@ -61,6 +64,9 @@ export class AdmissionCache extends Effect.Service<AdmissionCache>()("gateway/Ad
       load: Effect.Effect<{ readonly entry: CachedAdmission; readonly cacheable: boolean }>
     ): Effect.Effect<CachedAdmission> =>
       Effect.suspend(() => {
+        // No cache: each call reads for itself, as a read shared with an earlier caller may
+        // predate a write this caller should see.
+        if (ttlMs === 0) return Effect.map(load, ({ entry }) => entry)
         const cached = get(platformId, endUserId, model, Date.now())
         if (cached !== undefined) return Effect.succeed(cached)
         const key = keyOf(platformId, endUserId, model)

@@ -23,6 +23,7 @@ import {
 } from "../schemas/Capabilities.js"
 import { Forbidden, NotFound, PaymentRequired } from "../schemas/Errors.js"
 import { CapabilityPolicy } from "../schemas/Platforms.js"
+import { durationMsConfig } from "../src/lib/ConfigValues.js"
 import { isUuid } from "../src/lib/Ids.js"
 import { dec, sqlDec } from "../src/lib/Money.js"
 import { isQueryCanceled } from "../src/lib/SqlErrors.js"
@@ -153,6 +154,14 @@ const noProvider = new NotFound({ code: "not_found", param: "capability", messag
 
 const DEFAULT_CATALOG = fileURLToPath(new URL("../catalog/capabilities.json", import.meta.url))
 
+/** A capability call's timeout, how long its open hold outlives it, and how often holds are swept. */
+export const capabilityTiming = Config.all({
+  timeoutMs: durationMsConfig("GATEWAY_CAPABILITY_TIMEOUT", 30_000, 1, "GATEWAY_CAPABILITY_TIMEOUT_MS"),
+  // An open hold outlives its call by this much before recovery may release it.
+  graceMs: durationMsConfig("GATEWAY_CAPABILITY_HOLD_GRACE", 60_000, 0, "GATEWAY_CAPABILITY_HOLD_GRACE_MS"),
+  sweepMs: durationMsConfig("GATEWAY_CAPABILITY_SWEEP", 30_000, 1, "GATEWAY_CAPABILITY_SWEEP_MS")
+})
+
 // --- the service ------------------------------------------------------------------------------
 
 export class Capabilities extends Effect.Service<Capabilities>()("gateway/Capabilities", {
@@ -162,10 +171,7 @@ export class Capabilities extends Effect.Service<Capabilities>()("gateway/Capabi
     const admissionCache = yield* AdmissionCache
     const wallet = yield* PlatformWallet
     const config = yield* Config.all({
-      timeoutMs: Config.integer("GATEWAY_CAPABILITY_TIMEOUT_MS").pipe(Config.withDefault(30_000)),
-      // An open hold outlives its call by this much before recovery may release it.
-      graceMs: Config.integer("GATEWAY_CAPABILITY_HOLD_GRACE_MS").pipe(Config.withDefault(60_000)),
-      sweepMs: Config.integer("GATEWAY_CAPABILITY_SWEEP_MS").pipe(Config.withDefault(30_000)),
+      timing: capabilityTiming,
       catalogPath: Config.string("GATEWAY_CAPABILITY_CATALOG").pipe(Config.withDefault(DEFAULT_CATALOG)),
       allowPrivate: allowPrivateUrls
     }).pipe(Effect.orDie)
@@ -427,7 +433,7 @@ export class Capabilities extends Effect.Service<Capabilities>()("gateway/Capabi
             message: `The platform wallet cannot cover the hold of ${BigDecimal.format(hold)} USD`
           })
         }
-        const expiresMs = config.timeoutMs + config.graceMs
+        const expiresMs = config.timing.timeoutMs + config.timing.graceMs
         const [run] = yield* sql<{ id: string }>`INSERT INTO capability_runs
             (platform_id, end_user_id, budget_id, api_key_id, capability_id, provider_id, hold_usd, state, created_at, expires_at)
           VALUES (${caller.platformId}, ${caller.endUserId}, ${budget.id}, ${caller.keyId}, ${provider.capability_id},
@@ -558,7 +564,7 @@ export class Capabilities extends Effect.Service<Capabilities>()("gateway/Capabi
             method: provider.call_method,
             input: body.input ?? null,
             runId: reserved.runId,
-            timeoutMs: config.timeoutMs,
+            timeoutMs: config.timing.timeoutMs,
             allowPrivate: config.allowPrivate
           })
           const s = settlementOf(outcome, provider, hold, policy)
@@ -594,8 +600,8 @@ export class Capabilities extends Effect.Service<Capabilities>()("gateway/Capabi
     yield* releaseExpired
     yield* releaseExpired.pipe(
       Effect.catchAllCause((cause) => Effect.logError("capability hold recovery failed", cause)),
-      Effect.repeat(Schedule.spaced(Duration.millis(config.sweepMs))),
-      Effect.delay(Duration.millis(config.sweepMs)),
+      Effect.repeat(Schedule.spaced(Duration.millis(config.timing.sweepMs))),
+      Effect.delay(Duration.millis(config.timing.sweepMs)),
       Effect.forkScoped
     )
 

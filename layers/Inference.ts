@@ -3,7 +3,7 @@
 // then settlement (budget debit row, platform wallet debit, inference log), queued for the
 // grouped writer in Settlements.
 import { PgClient } from "@effect/sql-pg"
-import { BigDecimal, Cause, Config, Effect, Either, type Exit, Option, Stream, type Tracer } from "effect"
+import { BigDecimal, Cause, Effect, Either, type Exit, Option, Stream, type Tracer } from "effect"
 import { randomUUID } from "node:crypto"
 import type { ChatChunk, ChatCompletion, ChatRequest, Usage } from "../schemas/Chat.js"
 import type { PlatformSettings } from "../schemas/Platforms.js"
@@ -15,7 +15,7 @@ import {
   PaymentRequired,
   ValidationError
 } from "../schemas/Errors.js"
-import { countConfig } from "../src/lib/ConfigValues.js"
+import { countConfig, durationMsConfig } from "../src/lib/ConfigValues.js"
 import { objectId } from "../src/lib/Ids.js"
 import { dec } from "../src/lib/Money.js"
 import { annotateCurrentSpan, callSpans, currentSpan, tracingEnabled, withTraceparent } from "../src/lib/CurrentSpan.js"
@@ -51,6 +51,9 @@ export type RequestType = "chat.completion" | "response"
 /** Cap assumed for the estimate when the request sets no max_tokens. */
 const DEFAULT_MAX_TOKENS = 4096
 const MTOK = BigDecimal.make(1_000_000n, 0)
+
+/** Per upstream attempt, until the answer (or the stream's headers) arrives. */
+export const upstreamTimeoutMs = durationMsConfig("GATEWAY_UPSTREAM_TIMEOUT", 60_000, 1, "GATEWAY_UPSTREAM_TIMEOUT_MS")
 
 /**
  * Reported usage is believed only when each count (prompt, completion, total) is a whole number
@@ -143,8 +146,7 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
     const display = yield* DisplayLedger
     const settlements = yield* Settlements
     const admissionCache = yield* AdmissionCache
-    // Per upstream attempt, until the answer (or the stream's headers) arrives.
-    const attemptTimeoutMs = yield* Config.integer("GATEWAY_UPSTREAM_TIMEOUT_MS").pipe(Config.withDefault(60_000))
+    const attemptTimeoutMs = yield* upstreamTimeoutMs
     // Characters of message text one request may carry (contents, tool-call names and
     // arguments): checked before anything is counted, well under the body size limit.
     const maxPromptChars = yield* countConfig("GATEWAY_MAX_PROMPT_CHARS", 2_000_000)

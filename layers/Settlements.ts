@@ -14,9 +14,11 @@ import { PgClient } from "@effect/sql-pg"
 import { BigDecimal, Cause, Chunk, Clock, Config, Deferred, Duration, Effect, Option, Queue, Schedule, type Scope, type Tracer } from "effect"
 import { join } from "node:path"
 import type { PlatformSettings } from "../schemas/Platforms.js"
+import { durationMsConfig } from "../src/lib/ConfigValues.js"
 import { sqlDec } from "../src/lib/Money.js"
 import { currentPeriodStart } from "../src/lib/Periods.js"
 import { isDatabaseOutage, isDeadlock, isQueryCanceled } from "../src/lib/SqlErrors.js"
+import { shutdownTimeout } from "../src/StopSignals.js"
 import { type Actor, BudgetLedger, type BudgetRow, type DebitItem } from "./BudgetLedger.js"
 import { ruleCharge } from "./DisplayLedger.js"
 import { dataDir } from "./EmbeddedPostgres.js"
@@ -109,6 +111,8 @@ const GROUP_SIZE = 256
  * settlements in memory long enough to survive garbage collections: low load only.
  */
 const LINGER_MS = 5
+/** The writer's wait at low load (0: none; see LINGER_MS). */
+export const settlementLingerMs = durationMsConfig("GATEWAY_SETTLEMENT_LINGER", 25)
 const LOW_LOAD_GROUP = 16
 /** Postgres unreachable: retry a group with backoff capped at 5 s, for up to 15 minutes. */
 const OUTAGE_RETRY = Schedule.exponential("200 millis").pipe(Schedule.union(Schedule.spaced("5 seconds")), Schedule.upTo("15 minutes"))
@@ -228,10 +232,8 @@ export class Settlements extends Effect.Service<Settlements>()("gateway/Settleme
     const sql = yield* PgClient.PgClient
     const ledger = yield* BudgetLedger
     const wallet = yield* PlatformWallet
-    const drainTimeout = yield* Config.duration("GATEWAY_SHUTDOWN_TIMEOUT").pipe(Config.withDefault(Duration.seconds(30)))
-    const lowLoadLingerMs = Duration.toMillis(
-      yield* Config.duration("GATEWAY_SETTLEMENT_LINGER").pipe(Config.withDefault(Duration.millis(25)))
-    )
+    const drainTimeout = yield* shutdownTimeout
+    const lowLoadLingerMs = yield* settlementLingerMs
     const queue = yield* Queue.unbounded<Entry>()
     const journal = yield* openSettlementJournal
     /** Pending settlements by platform, in submission order. */

@@ -104,6 +104,9 @@ const mcpSessionConfig = Config.all({
   maxPerPlatform: countConfig("GATEWAY_MCP_MAX_SESSIONS_PER_PLATFORM", 500)
 })
 
+/** The absolute lifetime of an MCP session. */
+export const mcpSessionTtl = durationMsConfig("GATEWAY_MCP_SESSION_TTL", 30 * 60_000, 1).pipe(Config.map(Duration.millis))
+
 const invalidState = new BadRequest({ code: "bad_request", message: "Invalid OAuth state: unknown or forged", param: "state" })
 
 export class ToolHost extends Effect.Service<ToolHost>()("gateway/ToolHost", {
@@ -113,7 +116,7 @@ export class ToolHost extends Effect.Service<ToolHost>()("gateway/ToolHost", {
     const metering = yield* makeMetering
     const appUrls = yield* loadAppUrls.pipe(Effect.orDie)
     const allowPrivate = yield* allowPrivateUrls.pipe(Effect.orDie)
-    const sessionTtl = yield* Config.duration("GATEWAY_MCP_SESSION_TTL").pipe(Config.withDefault(Duration.minutes(30)), Effect.orDie)
+    const sessionTtl = yield* mcpSessionTtl.pipe(Effect.orDie)
     const sessionLimits = yield* mcpSessionConfig.pipe(Effect.orDie)
     const runtime = yield* Effect.runtime<never>()
     const runPromise = Runtime.runPromise(runtime)

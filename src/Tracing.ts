@@ -3,13 +3,17 @@
 // spans are not made at all (they would go nowhere, and cost CPU on every call). A client's
 // traceparent still reaches upstreams and webhook receivers (src/lib/TraceParent.ts).
 import { Config, Effect, Layer, Option } from "effect"
+import { durationMsConfig } from "./lib/ConfigValues.js"
+
+/** OpenTelemetry's standard name, whose value is plain milliseconds (the default unit here too). */
+export const metricExportIntervalMs = durationMsConfig("OTEL_METRIC_EXPORT_INTERVAL", 15_000, 1)
 
 export const TracingLive = Layer.unwrapEffect(
   Effect.gen(function*() {
     const endpoint = yield* Config.option(Config.string("OTEL_EXPORTER_OTLP_ENDPOINT"))
     if (Option.isNone(endpoint)) return Layer.setTracerEnabled(false)
     const serviceName = yield* Config.string("OTEL_SERVICE_NAME").pipe(Config.withDefault("model-gateway"))
-    const intervalMs = yield* Config.integer("OTEL_METRIC_EXPORT_INTERVAL").pipe(Config.withDefault(15_000))
+    const intervalMs = yield* metricExportIntervalMs
     const base = endpoint.value.replace(/\/$/, "")
     const [{ NodeSdk }, { OTLPMetricExporter }, { OTLPTraceExporter }, { PeriodicExportingMetricReader }, { BatchSpanProcessor }] =
       yield* Effect.promise(() =>

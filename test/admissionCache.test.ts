@@ -1,12 +1,13 @@
 // Admission reads its snapshot from a short-lived cache (GATEWAY_ADMISSION_CACHE_TTL): this
 // instance's own calls count at once and exactly (Settlements' running totals), writes through
-// the API drop the cached state as they answer, and other writers are seen within the TTL.
+// the API drop the cached state as they answer, and other writers are seen within the TTL; with
+// a TTL of 0 (read on every call) at the very next call.
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { createEndUser, createPlatform, type Gateway, startGateway } from "./support/Gateway.js"
 
 let gw: Gateway
 beforeAll(async () => {
-  gw = await startGateway({ env: { GATEWAY_ADMISSION_CACHE_TTL: "2 seconds" } })
+  gw = await startGateway({ env: { GATEWAY_ADMISSION_CACHE_TTL: "2s" } })
   await gw.call("POST", "/v1/admin/providers", { key: gw.adminKey, body: { slug: "mock", kind: "mock", base_url: "http://mock.invalid" } })
   await gw.call("POST", "/v1/admin/models", {
     key: gw.adminKey,
@@ -25,8 +26,8 @@ const tenant = async (maxUsd: number) => {
   await gw.call("POST", `/v1/platforms/${platformId}/end-users/${eu.endUserId}/budget`, { key: platformKey, body: { max_usd: maxUsd } })
   const budgetPath = `/v1/platforms/${platformId}/end-users/${eu.endUserId}/budget`
   // "hello there": 3 prompt tokens, reply "echo: hello there" 3 completion tokens = 0.000009 USD.
-  const ask = () =>
-    gw.call("POST", "/v1/chat/completions", { key: eu.endUserKey, body: { model: "mock-echo", messages: [{ role: "user", content: "hello there" }] } })
+  const ask = (call: Gateway["call"] = gw.call) =>
+    call("POST", "/v1/chat/completions", { key: eu.endUserKey, body: { model: "mock-echo", messages: [{ role: "user", content: "hello there" }] } })
   return { platformId, platformKey, endUserId: eu.endUserId, budgetPath, ask }
 }
 
@@ -61,5 +62,22 @@ describe("admission cache", () => {
     // ... until the entry expires.
     await new Promise((resolve) => setTimeout(resolve, 2100))
     expect((await t.ask()).body.error?.code).toBe("budget_suspended")
+  })
+
+  it("with a TTL of 0 an instance starts and reads on every call: a write that bypasses it is seen by the very next call", async () => {
+    const peer = await gw.startPeer({ GATEWAY_ADMISSION_CACHE_TTL: "0" })
+    try {
+      const t = await tenant(1)
+      expect((await t.ask(peer.call)).status).toBe(200)
+      await gw.db.pool.query("UPDATE budgets SET is_suspended = true WHERE end_user_id = $1", [t.endUserId])
+      expect((await t.ask(peer.call)).body.error?.code).toBe("budget_suspended")
+      await gw.db.pool.query("UPDATE budgets SET is_suspended = false WHERE end_user_id = $1", [t.endUserId])
+      expect((await t.ask(peer.call)).status).toBe(200)
+      // A write through the other instance's API (which drops only its own cached state).
+      await gw.call("PATCH", t.budgetPath, { key: t.platformKey, body: { is_suspended: true } })
+      expect((await t.ask(peer.call)).body.error?.code).toBe("budget_suspended")
+    } finally {
+      await peer.close()
+    }
   })
 })

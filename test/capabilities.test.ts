@@ -45,7 +45,7 @@ const testCatalog = () => ({
 
 beforeAll(async () => {
   fake = await startFakeCapabilityProvider()
-  gw = await startGateway({ env: { GATEWAY_ALLOW_PRIVATE_URLS: "true", GATEWAY_CAPABILITY_TIMEOUT_MS: "500" } })
+  gw = await startGateway({ env: { GATEWAY_ALLOW_PRIVATE_URLS: "true", GATEWAY_CAPABILITY_TIMEOUT: "500ms" } })
   const res = await gw.call("POST", "/v1/admin/capabilities/providers", { key: gw.adminKey, body: testCatalog() })
   if (res.status !== 200) throw new Error(`catalog upsert: ${res.status} ${JSON.stringify(res.body)}`)
   for (const p of res.body.providers) uid[p.slug] = p.uid
@@ -510,6 +510,7 @@ describe("holds", () => {
     expectError(await run(t, { capability: uid.cheap, input: {} }), 402, "budget_exhausted") // 1 - 0.9 < 0.2
     // Its deadline passes (timeout + grace); a restarted instance recovers it at start.
     await gw.db.pool.query("UPDATE capability_runs SET expires_at = now() - interval '1 second' WHERE id = $1", [crashed])
+    // The sweep's former name (plain milliseconds), still read when GATEWAY_CAPABILITY_SWEEP is unset.
     const peer = await gw.startPeer({ GATEWAY_CAPABILITY_SWEEP_MS: "100" })
     try {
       const row = (await gw.db.pool.query("SELECT state, trim_scale(cost_usd)::text AS cost, error_message FROM capability_runs WHERE id = $1", [crashed])).rows[0]

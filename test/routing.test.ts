@@ -17,7 +17,7 @@ let t: { platformId: string; platformKey: string; endUserId: string; endUserKey:
 
 beforeAll(async () => {
   ;[a, b, anth, resp] = await Promise.all([startFakeOpenAi(), startFakeOpenAi(), startFakeAnthropic(), startFakeOpenAiResponses()])
-  gw = await startGateway({ env: { GATEWAY_UPSTREAM_TIMEOUT_MS: "500" } })
+  gw = await startGateway({ env: { GATEWAY_UPSTREAM_TIMEOUT: "500ms" } })
   const admin = (path: string, body: unknown) => gw.call("POST", path, { key: gw.adminKey, body })
   await admin("/v1/admin/providers", { slug: "fa", kind: "openai", base_url: a.url })
   await admin("/v1/admin/providers", { slug: "fb", kind: "openai", base_url: b.url })

@@ -160,7 +160,7 @@ const settledRows = async (platformId: string) => {
 
 describe("SIGTERM during streams", () => {
   it("drains: a stream in flight runs to [DONE], is settled once, its spans are exported, and the process exits", async () => {
-    const gw = await start("drain", "20 seconds")
+    const gw = await start("drain", "20s")
     const t = await tenant(gw, "Drain")
     const reply = "one two three four five six seven eight nine ten"
     upstream.setBehavior({ reply, chunkDelayMs: 150 })
@@ -190,7 +190,7 @@ describe("SIGTERM during streams", () => {
   }, 60_000)
 
   it("cuts a stream still running at the deadline and bills the tokens it emitted", async () => {
-    const gw = await start("deadline", "1 second")
+    const gw = await start("deadline", "1s")
     const t = await tenant(gw, "Deadline")
     upstream.setBehavior({ reply: Array.from({ length: 40 }, (_, i) => `w${i}`).join(" "), chunkDelayMs: 200 })
     const { rest: stream } = await openStream(gw, t.endUserKey, randomBytes(16).toString("hex"))
@@ -218,7 +218,7 @@ describe("SIGTERM during streams", () => {
   }, 60_000)
 
   it("a repeated SIGTERM (npm and systemd deliver one stop twice) does not cut the drain: the stream completes, is logged and billed, exit 0", async () => {
-    const gw = await start("repeat", "20 seconds")
+    const gw = await start("repeat", "20s")
     const t = await tenant(gw, "Repeat")
     const reply = "one two three four five six seven eight nine ten"
     upstream.setBehavior({ reply, chunkDelayMs: 200 })
@@ -248,6 +248,7 @@ describe("SIGTERM during streams", () => {
 
   it("a signal after GATEWAY_FORCE_STOP_AFTER forces the stop: the stream is cut, logged interrupted with its tokens and billed before exit", async () => {
     // The shutdown deadline (30 s) is far beyond the upstream's 8 s: only the forced stop can cut.
+    // The timeout in Effect's spelling, as older deployments set it: still read.
     const gw = await start("forced", "30 seconds", { GATEWAY_FORCE_STOP_AFTER: "1s" })
     const t = await tenant(gw, "Forced")
     upstream.setBehavior({ reply: Array.from({ length: 40 }, (_, i) => `w${i}`).join(" "), chunkDelayMs: 200 })
@@ -279,7 +280,7 @@ describe("SIGTERM during streams", () => {
   }, 60_000)
 
   it("flushes the outbox: a webhook delivery in flight at SIGTERM finishes and is recorded delivered before the process exits", async () => {
-    const gw = await start("outbox", "5 seconds")
+    const gw = await start("outbox", "5s")
     const t = await tenant(gw, "Outbox")
     const slow = await startReceiver({ delayMs: 1500 })
     try {

@@ -212,7 +212,7 @@ describe("tool service access", () => {
   })
 
   it("sessions expire after GATEWAY_MCP_SESSION_TTL", async () => {
-    const short = await startGateway({ db: gw.db, env: { GATEWAY_ALLOW_PRIVATE_URLS: "true", GATEWAY_MCP_SESSION_TTL: "1 second" } })
+    const short = await startGateway({ db: gw.db, env: { GATEWAY_ALLOW_PRIVATE_URLS: "true", GATEWAY_MCP_SESSION_TTL: "1s" } })
     try {
       const { platformId, platformKey } = await createPlatform(short)
       const eu = await createEndUser(short, platformId, platformKey, "u")

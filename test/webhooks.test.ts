@@ -774,7 +774,10 @@ describe("retry schedule", () => {
       Either.right([0, 5_000, 300_000, 1_800_000, 7_200_000, 18_000_000, 36_000_000, 36_000_000])
     )
     expect(parseRetrySchedule(" 0s, 200ms ,1.5s,1d")).toEqual(Either.right([0, 200, 1_500, 86_400_000]))
+    // The one duration format: plain numbers are milliseconds, Effect's words are read too.
+    expect(parseRetrySchedule("0,250,30 seconds,2 days")).toEqual(Either.right([0, 250, 30_000, 172_800_000]))
     expect(Either.isLeft(parseRetrySchedule("5x"))).toBe(true)
+    expect(Either.isLeft(parseRetrySchedule("0s,-1s"))).toBe(true)
     expect(Either.isLeft(parseRetrySchedule(""))).toBe(true)
     expect(Either.isLeft(parseRetrySchedule("1s,,2s"))).toBe(true)
   })

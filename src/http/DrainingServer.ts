@@ -9,12 +9,10 @@ import { NodeHttpServer } from "@effect/platform-node"
 import { Config, ConfigError, Duration, Effect, Either, Layer } from "effect"
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http"
 import { countConfig, durationMsConfig } from "../lib/ConfigValues.js"
+import { shutdownTimeout } from "../StopSignals.js"
 
 /** Takes a request (true) or leaves it to the platform's handler (false). */
 export type FrontRoute = (req: IncomingMessage, res: ServerResponse) => boolean
-
-/** How long shutdown waits for requests in flight, then for queued settlements. */
-export const shutdownTimeout = Config.duration("GATEWAY_SHUTDOWN_TIMEOUT").pipe(Config.withDefault(Duration.seconds(30)))
 
 /** What one slow or greedy client may hold of a listener. */
 export interface ConnectionLimits {

@@ -354,7 +354,7 @@ const groupCount = (path: "statement" | "transaction") => Effect.map(Metric.valu
 
 // The writer's wait at low load (GATEWAY_SETTLEMENT_LINGER) made an hour long: what ends it
 // early is all that can get a settlement written within the tests' time.
-layer(layerWith([["GATEWAY_SETTLEMENT_LINGER", "1 hours"]]), { timeout: "60 seconds", excludeTestServices: true })(
+layer(layerWith([["GATEWAY_SETTLEMENT_LINGER", "1h"]]), { timeout: "60 seconds", excludeTestServices: true })(
   "Settlements, the writer's wait at low load",
   (it) => {
     const logCount = (platformId: string) =>
