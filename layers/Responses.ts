@@ -134,6 +134,9 @@ export class Responses extends Effect.Service<Responses>()("gateway/Responses", 
             message: "Only require_approval \"never\" is supported"
           })
         }
+        if (tool.server_label === PERSONAL) {
+          return yield* new ValidationError({ code: "validation_error", param: param("server_label"), message: "server_label must not be empty" })
+        }
         const slug = tool.server_label === PERSONAL_LABEL ? PERSONAL : tool.server_label
         const expected = slug === PERSONAL ? `${yield* toolServiceUrl}/mcp` : `${yield* toolServiceUrl}/mcp/${slug}`
         if (tool.server_url.replace(/\/+$/, "") !== expected) {

@@ -76,8 +76,9 @@ describe("mock-tools over chat completions", () => {
     expect(call.function.name).toBe("get_weather")
     // Only the required properties: the string gets the message, the integer its minimum, the enum its first value.
     expect(JSON.parse(call.function.arguments)).toEqual({ city: "What does get_weather say for Paris?", days: 2, unit: "celsius", detailed: true })
-    // mockUsage: 36 characters -> 9 prompt tokens; the reply `get_weather {...}` has 5 words.
-    expect(answer.usage).toMatchObject({ prompt_tokens: 9, completion_tokens: 5, total_tokens: 14 })
+    // mockUsage: 36 characters -> 9 prompt tokens; the reply `get_weather <arguments>` has 7 words
+    // (the message's 5 words sit inside the arguments, the name and the JSON's first key add 2).
+    expect(answer.usage).toMatchObject({ prompt_tokens: 9, completion_tokens: 7, total_tokens: 16 })
   })
 
   it("without a named tool calls the first one (all properties when none are required); tool_choice names one", async () => {
@@ -135,7 +136,8 @@ describe("mock-tools over chat completions", () => {
     const args = deltas.map((d) => d.function?.arguments ?? "").join("")
     expect(JSON.parse(args)).toEqual({ city: "get_weather for Oslo", days: 2, unit: "celsius", detailed: true })
     expect(chunks.flatMap((c) => c.choices.map((ch) => ch.finish_reason)).filter((f) => f !== null)).toEqual(["tool_calls"])
-    expect(chunks.at(-1)!.usage).toMatchObject({ prompt_tokens: 5, completion_tokens: 5 })
+    // 20 characters -> 5 prompt tokens; `get_weather {"city":"get_weather for Oslo",...}` has 4 words.
+    expect(chunks.at(-1)!.usage).toMatchObject({ prompt_tokens: 5, completion_tokens: 4, total_tokens: 9 })
     // The SDK's own accumulator agrees.
     const again = client.chat.completions.stream({ model: "mock-tools", messages: [{ role: "user", content: "get_weather for Oslo" }], tools: [weather] })
     const final = await again.finalChatCompletion()

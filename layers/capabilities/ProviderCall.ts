@@ -41,8 +41,8 @@ export interface CallSpec {
   readonly runId: string
   readonly timeoutMs: number
   readonly allowPrivate: boolean
-  /** Demo mode: `mock://` URLs are answered in-process; outside it they are refused. */
-  readonly demo: boolean
+  /** Demo mode: `mock://` URLs are answered in-process; outside it (the default) they are refused. */
+  readonly demo?: boolean | undefined
   readonly credential?: Credential | undefined
 }
 
@@ -163,7 +163,7 @@ const send = (spec: CallSpec): Effect.Effect<CallOutcome> =>
 
 /** A `mock://` provider: answered by DemoProviders in demo mode, refused otherwise (no network either way). */
 const inProcess = (spec: CallSpec): CallOutcome => {
-  if (!spec.demo) {
+  if (spec.demo !== true) {
     return { _tag: "NoAnswer", kind: "url_refused", message: "in-process (mock://) providers answer only in demo mode (GATEWAY_DEMO)" }
   }
   const answer = demoAnswer(spec.url, spec.input)
