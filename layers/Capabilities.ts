@@ -1,8 +1,10 @@
 // Capabilities: the paid-provider catalog (seeded from catalog/capabilities.json at start), the
 // per-platform policy, full-text search, and runs: hold on the budget, one provider call, then
 // one settlement transaction (budget debit row, platform wallet debit, `capability` log row).
+// Provider credentials come from the catalog file (which environment variable, which header)
+// and the environment (the value, read at each call); the database never holds them.
 import { PgClient } from "@effect/sql-pg"
-import { BigDecimal, Clock, Config, Duration, Effect, Option, Schedule, Schema } from "effect"
+import { BigDecimal, Clock, Config, Duration, Effect, Option, Redacted, Schedule, Schema } from "effect"
 import { readFileSync } from "node:fs"
 import { fileURLToPath } from "node:url"
 import {
@@ -12,6 +14,7 @@ import {
   type CapabilityShelf,
   CatalogFile,
   type CatalogEntry,
+  type ProviderAuth,
   type CatalogUpserted,
   type FinalState,
   type PolicyState,
@@ -27,10 +30,12 @@ import { durationMsConfig } from "../src/lib/ConfigValues.js"
 import { isUuid } from "../src/lib/Ids.js"
 import { dec, sqlDec } from "../src/lib/Money.js"
 import { isQueryCanceled } from "../src/lib/SqlErrors.js"
+import { demoEnabled } from "../src/lib/DemoMode.js"
 import { allowPrivateUrls } from "../src/lib/SsrfGuard.js"
 import { AdmissionCache } from "./AdmissionCache.js"
 import { actorOf, BudgetLedger, type BudgetRow } from "./BudgetLedger.js"
-import { callProvider, type CallOutcome } from "./capabilities/ProviderCall.js"
+import { demoCatalog } from "./capabilities/DemoProviders.js"
+import { callProvider, type CallOutcome, type Credential } from "./capabilities/ProviderCall.js"
 import { openHoldsSql, platformOpenHoldsUsd } from "./capabilities/Holds.js"
 import type { EndUserPrincipal, Principal } from "./KeyAuth.js"
 import { PlatformWallet } from "./PlatformWallet.js"
@@ -152,6 +157,9 @@ const ZERO = BigDecimal.make(0n, 0)
 const notFound = new NotFound({ code: "not_found", message: "No such capability" })
 const noProvider = new NotFound({ code: "not_found", param: "capability", message: "No such capability provider (uid)" })
 
+/** A credentialed provider whose variable is unset is not called: a call without it would be a failure billed to the user. */
+const CREDENTIAL_MISSING = "the gateway has no credential configured for this provider (its operator's log names the variable); it was not called"
+
 const DEFAULT_CATALOG = fileURLToPath(new URL("../catalog/capabilities.json", import.meta.url))
 
 /** A capability call's timeout, how long its open hold outlives it, and how often holds are swept. */
@@ -173,7 +181,8 @@ export class Capabilities extends Effect.Service<Capabilities>()("gateway/Capabi
     const config = yield* Config.all({
       timing: capabilityTiming,
       catalogPath: Config.string("GATEWAY_CAPABILITY_CATALOG").pipe(Config.withDefault(DEFAULT_CATALOG)),
-      allowPrivate: allowPrivateUrls
+      allowPrivate: allowPrivateUrls,
+      demo: demoEnabled
     }).pipe(Effect.orDie)
 
     // --- catalog ------------------------------------------------------------------------------
@@ -182,17 +191,21 @@ export class Capabilities extends Effect.Service<Capabilities>()("gateway/Capabi
       p.min_price_usd::text, p.median_price_usd::text, p.max_price_usd::text, p.rating::text, p.availability,
       p.last_synced_at, p.input_example, p.input_schema, p.is_active`
 
-    /** Upserts one capability and its providers; the seed never overwrites operator-written rows. */
-    const upsertEntry = (entry: CatalogEntry, source: "seed" | "admin") =>
+    /**
+     * Upserts one capability and its providers; the seed never overwrites operator-written rows.
+     * `keepCapability`: an existing capability row is left as it is (demo providers join the
+     * catalog file's capability without redefining it).
+     */
+    const upsertEntry = (entry: CatalogEntry, source: "seed" | "admin", keepCapability = false) =>
       Effect.gen(function*() {
         const c = entry.capability
         yield* sql`INSERT INTO capabilities (slug, name, description, domains, minted_by, is_active, source)
           VALUES (${c.slug}, ${c.name}, ${c.description ?? null}, ${[...(c.domains ?? [])]}::text[],
             ${c.minted_by ?? "seed"}, ${c.is_active ?? true}, ${source})
-          ON CONFLICT (slug) DO UPDATE SET name = EXCLUDED.name, description = EXCLUDED.description,
+          ON CONFLICT (slug) ${keepCapability ? sql`DO NOTHING` : sql`DO UPDATE SET name = EXCLUDED.name, description = EXCLUDED.description,
             domains = EXCLUDED.domains, minted_by = EXCLUDED.minted_by, is_active = EXCLUDED.is_active,
             source = EXCLUDED.source, updated_at = now()
-          WHERE capabilities.source = 'seed' OR EXCLUDED.source = 'admin'`
+          WHERE capabilities.source = 'seed' OR EXCLUDED.source = 'admin'`}`
         const [cap] = yield* sql<CapabilityRow>`SELECT id, slug, name, description, domains, minted_by, is_active
           FROM capabilities WHERE slug = ${c.slug}`
         for (const p of entry.providers) {
@@ -255,13 +268,65 @@ export class Capabilities extends Effect.Service<Capabilities>()("gateway/Capabi
         }
       }).pipe(Effect.orDie, Effect.withSpan("Capabilities.upsertCatalog", { attributes: { "capability.slug": entry.capability.slug } }))
 
+    /**
+     * The catalog file's credentials by `capability/provider`, each bound to the URL the file gives
+     * that provider: a row whose URL differs (an operator upsert moved it) is called without it.
+     */
+    const credentials = new Map<string, { readonly url: string; readonly auth: ProviderAuth }>()
+
     /** Loads the seed file; idempotent, so every start (and every instance) may run it. */
     const seed = Effect.gen(function*() {
       const text = yield* Effect.try(() => readFileSync(config.catalogPath, "utf8"))
       const file = yield* Schema.decodeUnknown(Schema.parseJson(CatalogFile))(text)
-      for (const entry of file.capabilities) yield* upsertEntry(entry, "seed").pipe(sql.withTransaction)
+      credentials.clear()
+      for (const entry of file.capabilities) {
+        yield* upsertEntry(entry, "seed").pipe(sql.withTransaction)
+        for (const p of entry.providers) {
+          if (p.auth === undefined) continue
+          credentials.set(`${entry.capability.slug}/${p.slug}`, { url: p.url, auth: p.auth })
+          const value = yield* Config.option(Config.string(p.auth.env))
+          if (Option.isNone(value) || value.value === "") {
+            yield* Effect.logWarning(
+              `capability provider ${entry.capability.slug}/${p.slug}: ${p.auth.env} is not set; its runs are released (nothing charged) until it is`
+            )
+          }
+        }
+      }
       return file.capabilities.length
     }).pipe(Effect.orDie, Effect.withSpan("Capabilities.seed"))
+
+    /**
+     * Demo mode upserts the in-process providers (layers/capabilities/DemoProviders.ts); outside
+     * it they are deactivated, so a database that once ran the demo lists none that cannot answer.
+     */
+    const demoProviders = Effect.gen(function*() {
+      if (!config.demo) {
+        yield* sql`UPDATE capability_providers SET is_active = false, updated_at = now() WHERE url LIKE 'mock://%' AND is_active`
+        return
+      }
+      for (const entry of demoCatalog) yield* upsertEntry(entry, "seed", true).pipe(sql.withTransaction)
+    }).pipe(Effect.orDie, Effect.withSpan("Capabilities.demoProviders"))
+
+    /** A header value Node accepts (no control characters but tab). */
+    const HEADER_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/
+
+    /**
+     * The credential of a provider the catalog file gives one: `none` without (or for a row moved
+     * to another URL), the header when its variable is set, `missing` (with why, for the log) when not.
+     */
+    const credentialFor = (provider: JoinedRow) =>
+      Effect.gen(function*() {
+        const entry = credentials.get(`${provider.capability_slug}/${provider.slug}`)
+        if (entry === undefined || entry.url !== provider.url) return { _tag: "None" } as const
+        const { header, env, scheme } = entry.auth
+        const value = yield* Config.option(Config.redacted(env)).pipe(Effect.orDie)
+        const secret = Option.match(value, { onNone: () => "", onSome: Redacted.value })
+        if (secret === "") return { _tag: "Missing", why: `${env} is not set` } as const
+        const headerValue = scheme === undefined ? secret : `${scheme} ${secret}`
+        if (!HEADER_VALUE.test(headerValue)) return { _tag: "Missing", why: `${env} holds characters a header cannot carry` } as const
+        const credential: Credential = { header, value: headerValue, secret }
+        return { _tag: "Header", credential } as const
+      })
 
     // --- policy and browsing ------------------------------------------------------------------
 
@@ -559,14 +624,22 @@ export class Capabilities extends Effect.Service<Capabilities>()("gateway/Capabi
         // From here the hold exists: the call and its settlement run to the end even if the client
         // goes away (the call has its own timeout), so a hold is never left open by a disconnect.
         const result = yield* Effect.gen(function*() {
-          const [outcome, latencyMs] = yield* callProvider({
-            url: provider.url!,
-            method: provider.call_method,
-            input: body.input ?? null,
-            runId: reserved.runId,
-            timeoutMs: config.timing.timeoutMs,
-            allowPrivate: config.allowPrivate
-          })
+          const credential = yield* credentialFor(provider)
+          if (credential._tag === "Missing") {
+            yield* Effect.logWarning(`capability provider ${provider.capability_slug}/${provider.slug} not called: ${credential.why}`)
+          }
+          const [outcome, latencyMs] = credential._tag === "Missing"
+            ? [{ _tag: "NoAnswer", kind: "credential_missing", message: CREDENTIAL_MISSING } as const, 0] as const
+            : yield* callProvider({
+              url: provider.url!,
+              method: provider.call_method,
+              input: body.input ?? null,
+              runId: reserved.runId,
+              timeoutMs: config.timing.timeoutMs,
+              allowPrivate: config.allowPrivate,
+              demo: config.demo,
+              credential: credential._tag === "Header" ? credential.credential : undefined
+            })
           const s = settlementOf(outcome, provider, hold, policy)
           const settled = yield* settle(caller, provider, reserved, s, latencyMs)
           const response: RunResponse = {
@@ -597,6 +670,7 @@ export class Capabilities extends Effect.Service<Capabilities>()("gateway/Capabi
     )
 
     yield* seed
+    yield* demoProviders
     yield* releaseExpired
     yield* releaseExpired.pipe(
       Effect.catchAllCause((cause) => Effect.logError("capability hold recovery failed", cause)),

@@ -12,7 +12,7 @@ import { toStorable } from "../src/lib/StorableText.js"
 import { Listeners, mcpPublicUrl } from "../src/Listeners.js"
 import { type Caller, Inference } from "./Inference.js"
 import { type EndUserPrincipal, KeyAuth } from "./KeyAuth.js"
-import { ToolHost, type ToolListing } from "./ToolHost.js"
+import { PERSONAL, PERSONAL_LABEL, ToolHost, type ToolListing } from "./ToolHost.js"
 import type { ToolResult } from "./toolapps/ToolApp.js"
 
 interface StoredResponse {
@@ -79,7 +79,10 @@ const NO_LIMITS = { rpm: null, tpm: null, rpd: null }
 
 /** A hosted tool offered to the model: which app serves it, as which end user. */
 interface HostedTarget {
+  /** The app slug, or PERSONAL for the per-user URL. */
   readonly slug: string
+  /** The item's `server_label`, as the mcp_call items name it. */
+  readonly label: string
   readonly principal: EndUserPrincipal
 }
 
@@ -112,7 +115,11 @@ export class Responses extends Effect.Service<Responses>()("gateway/Responses", 
       return principal
     })
 
-    /** Resolves the `type: mcp` items: validation, tool discovery over the tool service, allowed_tools. */
+    /**
+     * Resolves the `type: mcp` items: validation, tool discovery over the tool service, allowed_tools.
+     * `server_label` names an app (`{mcp_url}/mcp/<app>`), or is `gateway` for the per-user URL
+     * `{mcp_url}/mcp` (skills and capability tools, unprefixed names).
+     */
     const resolveHosted = Effect.fnUntraced(function*(caller: Caller, tools: NonNullable<ResponsesRequest["tools"]>) {
       const byName = new Map<string, HostedTarget>()
       const chatTools: Array<FunctionTool> = []
@@ -127,20 +134,25 @@ export class Responses extends Effect.Service<Responses>()("gateway/Responses", 
             message: "Only require_approval \"never\" is supported"
           })
         }
-        const expected = `${yield* toolServiceUrl}/mcp/${tool.server_label}`
+        if (tool.server_label === PERSONAL) {
+          return yield* new ValidationError({ code: "validation_error", param: param("server_label"), message: "server_label must not be empty" })
+        }
+        const slug = tool.server_label === PERSONAL_LABEL ? PERSONAL : tool.server_label
+        const expected = slug === PERSONAL ? `${yield* toolServiceUrl}/mcp` : `${yield* toolServiceUrl}/mcp/${slug}`
         if (tool.server_url.replace(/\/+$/, "") !== expected) {
           return yield* new ValidationError({ code: "validation_error", param: param("server_url"), message: `server_url must be ${expected}` })
         }
         const principal = yield* hostedPrincipal(caller, tool.authorization, param("authorization"))
-        const listing = yield* toolHost.listTools(principal, tool.server_label).pipe(
+        const listing = yield* toolHost.listTools(principal, slug).pipe(
           Effect.catchTag("NotFound", () =>
             Effect.fail(new ValidationError({ code: "validation_error", param: param("server_label"), message: `The app '${tool.server_label}' is not active for this platform` })))
         )
         const allowed = tool.allowed_tools
         const offered = listing.filter((t) =>
-          allowed === undefined || allowed.includes(t.name) || allowed.includes(t.name.slice(tool.server_label.length + 1)))
+          allowed === undefined || allowed.includes(t.name) ||
+          (slug !== PERSONAL && allowed.includes(t.name.slice(tool.server_label.length + 1))))
         for (const t of offered) {
-          byName.set(t.name, { slug: tool.server_label, principal })
+          byName.set(t.name, { slug, label: tool.server_label, principal })
           chatTools.push({ type: "function", function: { name: t.name, description: t.description, parameters: { ...t.inputSchema } } })
         }
         servers.push({ label: tool.server_label, tools: offered })
@@ -166,7 +178,7 @@ export class Responses extends Effect.Service<Responses>()("gateway/Responses", 
       const item: OutputItem = {
         id: itemId("mcp"),
         type: "mcp_call",
-        server_label: target.slug,
+        server_label: target.label,
         name: call.function.name,
         arguments: call.function.arguments,
         output: failed ? null : text,

@@ -4,7 +4,7 @@
 import { PgClient } from "@effect/sql-pg"
 import { Clock, Config, Duration, Effect, Either, Option, Runtime, Schedule, Schema } from "effect"
 import { randomUUID, timingSafeEqual } from "node:crypto"
-import { BadRequest, NotFound, ValidationError } from "../schemas/Errors.js"
+import { BadRequest, type Forbidden, NotFound, ValidationError } from "../schemas/Errors.js"
 import {
   type ActivateToolApp,
   type McpConfig,
@@ -31,6 +31,9 @@ export type { ToolListing } from "./tools/Catalog.js"
 
 /** The app slug of the per-user tool URL `{mcp_url}/mcp` (skills, capability agent tools). */
 export const PERSONAL = ""
+
+/** The per-user tool URL's `server_label` in mcp-config and in hosted tool items of /v1/responses. */
+export const PERSONAL_LABEL = "gateway"
 
 /** OAuth state lifetime (DESIGN section 5: signed, single use, 10 minutes). */
 const STATE_TTL_MS = 10 * 60_000
@@ -122,6 +125,11 @@ export class ToolHost extends Effect.Service<ToolHost>()("gateway/ToolHost", {
     const runPromise = Runtime.runPromise(runtime)
     const now = Effect.map(Clock.currentTimeMillis, (ms) => new Date(ms))
 
+    // The per-user tool URL (/mcp, no app slug): skills and capability agent tools.
+    const personal = yield* makePersonalTools
+    const callPersonal = (principal: EndUserPrincipal, name: string, args: Readonly<Record<string, unknown>>) =>
+      personal.call(principal, name, args).pipe(Effect.tap(() => metering.displayOnly(principal)))
+
     const urlsOf = (app: ToolApp) => appUrls.get(app.slug)!
     const decrypt = (sealed: string) => Effect.try(() => crypto.decrypt(sealed)).pipe(Effect.orDie)
 
@@ -172,18 +180,27 @@ export class ToolHost extends Effect.Service<ToolHost>()("gateway/ToolHost", {
         return { app, activation: row.value }
       })
 
-    /** GET /v1/me/mcp-config: the caller's own key goes into the headers (it is theirs to use). */
+    /**
+     * GET /v1/me/mcp-config: the caller's own key goes into the headers (it is theirs to use). The
+     * active apps, then the per-user URL as `gateway` when it offers this key any tool (skills,
+     * capabilities).
+     */
     const mcpConfig = (principal: EndUserPrincipal, rawKey: string, mcpUrl: string) =>
-      Effect.map(activeApps(principal.platformId), (apps): McpConfig => {
+      Effect.gen(function*() {
+        const apps = yield* activeApps(principal.platformId)
+        const personalTools = yield* personal.list(principal)
+        const servers = [
+          ...apps.map((app) => ({ label: app.slug, url: `${mcpUrl}/mcp/${app.slug}` })),
+          ...(personalTools.length > 0 ? [{ label: PERSONAL_LABEL, url: `${mcpUrl}/mcp` }] : [])
+        ]
         const authorization = `Bearer ${rawKey}`
         const standard: Record<string, McpConfig["standard"][string]> = {}
-        for (const app of apps) {
-          standard[app.slug] = { transport: "streamable_http", url: `${mcpUrl}/mcp/${app.slug}`, headers: { Authorization: authorization } }
-        }
-        return {
+        for (const s of servers) standard[s.label] = { transport: "streamable_http", url: s.url, headers: { Authorization: authorization } }
+        const config: McpConfig = {
           standard,
-          openai: apps.map((app) => ({ type: "mcp" as const, server_label: app.slug, server_url: `${mcpUrl}/mcp/${app.slug}`, authorization }))
+          openai: servers.map((s) => ({ type: "mcp" as const, server_label: s.label, server_url: s.url, authorization }))
         }
+        return config
       })
 
     // --- connections --------------------------------------------------------------------
@@ -432,11 +449,23 @@ export class ToolHost extends Effect.Service<ToolHost>()("gateway/ToolHost", {
 
     // --- tools ----------------------------------------------------------------------------
 
-    /** The app's tools as MCP lists them (`{slug}_{tool}`); NotFound unless active on the platform. */
-    const listTools = (principal: EndUserPrincipal, slug: string) =>
+    /**
+     * The app's tools as MCP lists them (`{slug}_{tool}`); NotFound unless active on the platform.
+     * PERSONAL: what the per-user URL offers this key (perhaps nothing).
+     */
+    const listTools = (principal: EndUserPrincipal, slug: string): Effect.Effect<ReadonlyArray<ToolListing>, Forbidden | NotFound> =>
+      slug === PERSONAL
+        ? requireToolScope(principal).pipe(Effect.zipRight(personal.list(principal)))
+        : requireToolScope(principal).pipe(
+          Effect.zipRight(activeApp(principal.platformId, slug)),
+          Effect.map(({ app }): ReadonlyArray<ToolListing> => listingOf(app))
+        )
+
+    /** One tool of the per-user URL (metered as display-only, like its MCP calls). */
+    const callPersonalTool = (principal: EndUserPrincipal, toolName: string, args: Readonly<Record<string, unknown>>) =>
       requireToolScope(principal).pipe(
-        Effect.zipRight(activeApp(principal.platformId, slug)),
-        Effect.map(({ app }): ReadonlyArray<ToolListing> => listingOf(app))
+        Effect.zipRight(callPersonal(principal, toolName, args)),
+        Effect.withSpan("ToolHost.callTool", { attributes: { "tool.app": PERSONAL_LABEL, "tool.name": toolName } })
       )
 
     /**
@@ -444,7 +473,7 @@ export class ToolHost extends Effect.Service<ToolHost>()("gateway/ToolHost", {
      * (and, past the free tier, cost); a 401 from the provider marks the connection for re-auth
      * and is not charged. App-level failures are `isError` results, never Effect failures.
      */
-    const callTool = (principal: EndUserPrincipal, slug: string, toolName: string, args: Readonly<Record<string, unknown>>) =>
+    const callAppTool = (principal: EndUserPrincipal, slug: string, toolName: string, args: Readonly<Record<string, unknown>>) =>
       Effect.gen(function*() {
         // Before anything reaches the provider or the meter.
         yield* requireToolScope(principal)
@@ -481,18 +510,22 @@ export class ToolHost extends Effect.Service<ToolHost>()("gateway/ToolHost", {
         return result
       }).pipe(Effect.withSpan("ToolHost.callTool", { attributes: { "tool.app": slug, "tool.name": toolName } }))
 
-    // --- MCP sessions ---------------------------------------------------------------------
+    /** A tool of an app, or of the per-user URL (PERSONAL). */
+    const callTool = (
+      principal: EndUserPrincipal,
+      slug: string,
+      toolName: string,
+      args: Readonly<Record<string, unknown>>
+    ): Effect.Effect<ToolResult, Forbidden | NotFound> =>
+      slug === PERSONAL ? callPersonalTool(principal, toolName, args) : callAppTool(principal, slug, toolName, args)
 
-    // The per-user tool URL (/mcp, no app slug): skills and capability agent tools.
-    const personal = yield* makePersonalTools
-    const callPersonal = (principal: EndUserPrincipal, name: string, args: Readonly<Record<string, unknown>>) =>
-      personal.call(principal, name, args).pipe(Effect.tap(() => metering.displayOnly(principal)))
+    // --- MCP sessions ---------------------------------------------------------------------
 
     const sessions = yield* makeMcpSessions({ ttlMillis: Duration.toMillis(sessionTtl), ...sessionLimits }, {
       listTools: (principal, slug) => runPromise(slug === PERSONAL ? personal.list(principal) : listTools(principal, slug)),
       callTool: (principal, slug, name, args) =>
         runPromise(
-          slug === PERSONAL ? callPersonal(principal, name, args) : callTool(principal, slug, name, args).pipe(
+          slug === PERSONAL ? callPersonal(principal, name, args) : callAppTool(principal, slug, name, args).pipe(
             // The app was deactivated while the session was open (the scope is checked per request
             // before this; a refusal here would be a result too, never a protocol failure).
             Effect.catchTags({

@@ -149,7 +149,7 @@ export const CapabilityInput = Schema.Struct({
 }).annotations(strict)
 export type CapabilityInput = typeof CapabilityInput.Type
 
-export const ProviderInput = Schema.Struct({
+const providerFields = {
   slug: Slug,
   name: Schema.optional(Schema.NullOr(Text.pipe(Schema.maxLength(200)))),
   description: Schema.optional(Schema.NullOr(Text.pipe(Schema.maxLength(2000)))),
@@ -175,22 +175,30 @@ export const ProviderInput = Schema.Struct({
   input_example: Schema.optional(Schema.NullOr(JsonObject)),
   input_schema: Schema.optional(Schema.NullOr(JsonObject)),
   is_active: Schema.optional(Schema.Boolean)
-}).annotations(strict).pipe(
-  // A provider nobody can price cannot be held for: at least one price is required.
-  Schema.filter((p) => {
-    const prices = [p.min_price_usd, p.median_price_usd, p.max_price_usd].filter((v) => v != null)
-    if (prices.length === 0) {
-      return { path: ["max_price_usd"], message: "at least one of min_price_usd, median_price_usd, max_price_usd is required" }
+}
+
+interface Prices {
+  readonly min_price_usd?: BigDecimal.BigDecimal | null | undefined
+  readonly median_price_usd?: BigDecimal.BigDecimal | null | undefined
+  readonly max_price_usd?: BigDecimal.BigDecimal | null | undefined
+}
+
+/** A provider nobody can price cannot be held for: at least one price, and min <= median <= max. */
+const pricedProvider = (p: Prices) => {
+  const prices = [p.min_price_usd, p.median_price_usd, p.max_price_usd].filter((v) => v != null)
+  if (prices.length === 0) {
+    return { path: ["max_price_usd"], message: "at least one of min_price_usd, median_price_usd, max_price_usd is required" }
+  }
+  for (let i = 1; i < prices.length; i++) {
+    if (BigDecimal.lessThan(prices[i]!, prices[i - 1]!)) {
+      return { path: ["max_price_usd"], message: "prices must satisfy min_price_usd <= median_price_usd <= max_price_usd" }
     }
-    // Observed prices must be ordered min <= median <= max (where given).
-    for (let i = 1; i < prices.length; i++) {
-      if (BigDecimal.lessThan(prices[i]!, prices[i - 1]!)) {
-        return { path: ["max_price_usd"], message: "prices must satisfy min_price_usd <= median_price_usd <= max_price_usd" }
-      }
-    }
-    return undefined
-  })
-)
+  }
+  return undefined
+}
+
+/** A provider as the operator API takes it: no credentials (those come from the catalog file only). */
+export const ProviderInput = Schema.Struct(providerFields).annotations(strict).pipe(Schema.filter(pricedProvider))
 export type ProviderInput = typeof ProviderInput.Type
 
 export const CatalogEntry = Schema.Struct({
@@ -199,8 +207,37 @@ export const CatalogEntry = Schema.Struct({
 }).annotations(strict)
 export type CatalogEntry = typeof CatalogEntry.Type
 
-/** The seed file: `{ "capabilities": [CatalogEntry] }`. */
-export const CatalogFile = Schema.Struct({ capabilities: Schema.Array(CatalogEntry) })
+/** Header names the gateway sets itself: a credential may not replace them. */
+const RESERVED_HEADERS = ["host", "content-type", "content-length", "accept", "user-agent", "x-gateway-run-id", "connection", "transfer-encoding"]
+
+/**
+ * A provider's credential in the catalog file: the value of environment variable `env`, read at
+ * call time and sent as header `header` (after `scheme` and a space when given), to this
+ * provider's `url` only. Only the variable's name is in the file; the value is never stored.
+ */
+export const ProviderAuth = Schema.Struct({
+  header: Schema.String.pipe(
+    Schema.pattern(/^[A-Za-z0-9-]{1,64}$/, { message: () => "header: 1 to 64 letters, digits or '-'" }),
+    Schema.filter((h) => !RESERVED_HEADERS.includes(h.toLowerCase()), { message: () => "header: the gateway sets this header itself" })
+  ),
+  env: Schema.String.pipe(Schema.pattern(/^[A-Za-z_][A-Za-z0-9_]{0,127}$/, { message: () => "env: an environment variable name" })),
+  scheme: Schema.optional(Schema.String.pipe(Schema.pattern(/^[A-Za-z0-9._~+/-]{1,32}$/, { message: () => "scheme: one word, e.g. Bearer" })))
+}).annotations(strict)
+export type ProviderAuth = typeof ProviderAuth.Type
+
+/** A provider in the catalog file: the operator's fields plus an optional credential. */
+export const CatalogFileProvider = Schema.Struct({ ...providerFields, auth: Schema.optional(ProviderAuth) }).annotations(strict).pipe(
+  Schema.filter(pricedProvider)
+)
+export type CatalogFileProvider = typeof CatalogFileProvider.Type
+
+/** The seed file: `{ "capabilities": [{ capability, providers }] }`. */
+export const CatalogFile = Schema.Struct({
+  capabilities: Schema.Array(Schema.Struct({
+    capability: CapabilityInput,
+    providers: Schema.Array(CatalogFileProvider).pipe(Schema.maxItems(100))
+  }).annotations(strict))
+})
 
 export const AdminCapability = Schema.Struct({
   slug: Schema.String,

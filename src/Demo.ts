@@ -1,8 +1,9 @@
 // Demo mode (GATEWAY_DEMO, on by default with the embedded database): a demo platform with an
-// end user, the offline `mock` provider with model `mock-echo`, and a prepaid wallet. The raw
-// keys are kept in the data dir so every start can print them again.
+// end user, the offline `mock` provider with models `mock-echo` and `mock-tools`, the in-process
+// capability provider `demo-search`, and a prepaid wallet. The raw keys are kept in the data dir
+// so every start can print them again.
 import { SqlClient } from "@effect/sql"
-import { BigDecimal, Config, Effect, Option, Schema } from "effect"
+import { BigDecimal, Effect, Option, Schema } from "effect"
 import { existsSync, readFileSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
 import { dataDir } from "../layers/EmbeddedPostgres.js"
@@ -16,27 +17,32 @@ import { Platforms } from "../layers/Platforms.js"
 const DemoFile = Schema.Struct({ platform_id: Schema.String, platform_key: Schema.String, end_user_key: Schema.String })
 export type DemoKeys = typeof DemoFile.Type
 
-export const demoEnabled = Effect.gen(function*() {
-  const databaseUrl = yield* Config.option(Config.string("DATABASE_URL"))
-  return yield* Config.boolean("GATEWAY_DEMO").pipe(Config.withDefault(Option.isNone(databaseUrl)))
+export { demoEnabled } from "./lib/DemoMode.js"
+
+/** A model served by the offline `mock` provider at the demo prices. */
+const mockModel = (slug: string, providerModelId: string) => ({
+  slug,
+  providers: [{
+    provider: "mock",
+    provider_model_id: providerModelId,
+    priority: 0,
+    weight: 1,
+    enabled: true,
+    input_usd_per_mtok: BigDecimal.unsafeFromString("0.5"),
+    output_usd_per_mtok: BigDecimal.unsafeFromString("1.5")
+  }]
 })
 
-/** The offline `mock` provider and its model `mock-echo` (idempotent: upserts). */
-const seedMockModel = Effect.gen(function*() {
+/**
+ * The offline `mock` provider with `mock-echo` (echoes) and `mock-tools` (calls the tools it is
+ * offered; layers/upstream/Mock.ts); idempotent: upserts. The capability provider `demo-search`
+ * is seeded by Capabilities itself in demo mode (layers/capabilities/DemoProviders.ts).
+ */
+const seedMockModels = Effect.gen(function*() {
   const catalog = yield* ModelCatalog
   yield* catalog.upsertProvider({ slug: "mock", kind: "mock", base_url: "http://mock.invalid" })
-  yield* catalog.upsertModel({
-    slug: "mock-echo",
-    providers: [{
-      provider: "mock",
-      provider_model_id: "mock-echo-1",
-      priority: 0,
-      weight: 1,
-      enabled: true,
-      input_usd_per_mtok: BigDecimal.unsafeFromString("0.5"),
-      output_usd_per_mtok: BigDecimal.unsafeFromString("1.5")
-    }]
-  })
+  yield* catalog.upsertModel(mockModel("mock-echo", "mock-echo-1"))
+  yield* catalog.upsertModel(mockModel("mock-tools", "mock-tools-1"))
 })
 
 /** Returns the demo keys, creating the demo platform and user when they are missing. */
@@ -45,7 +51,7 @@ export const seedDemo = Effect.gen(function*() {
   const platforms = yield* Platforms
   const endUsers = yield* EndUsers
   const file = join(yield* dataDir, "demo-keys.json")
-  yield* seedMockModel
+  yield* seedMockModels
 
   if (existsSync(file)) {
     const saved = yield* Schema.decodeUnknown(Schema.parseJson(DemoFile))(readFileSync(file, "utf8")).pipe(Effect.option)

@@ -1,10 +1,12 @@
 // The one outbound HTTP call of a capability run: node:http(s) with the SSRF guard (checked before
 // and again at connect time), a Node-side timeout and a body size cap. It never fails: every
-// outcome, including "no answer", is a value the settlement maps to a final state.
+// outcome, including "no answer", is a value the settlement maps to a final state. Demo mode's
+// in-process providers (`mock://` URLs) are answered here, before any network or SSRF check.
 import { BigDecimal, Duration, Effect } from "effect"
 import * as http from "node:http"
 import * as https from "node:https"
 import { checkUrl, guardedLookup } from "../../src/lib/SsrfGuard.js"
+import { demoAnswer, isDemoUrl } from "./DemoProviders.js"
 
 /** Provider bodies above this are cut off and the run counts as unanswered. */
 const MAX_BODY_BYTES = 10 * 1024 * 1024
@@ -19,9 +21,18 @@ export type CallOutcome =
   }
   | {
     readonly _tag: "NoAnswer"
-    readonly kind: "timeout" | "connection_error" | "url_refused"
+    readonly kind: "timeout" | "connection_error" | "url_refused" | "credential_missing"
     readonly message: string
   }
+
+/** The provider's credential header for one call (from the catalog file and the environment). */
+export interface Credential {
+  readonly header: string
+  /** The header value (`<scheme> <secret>` or the secret). */
+  readonly value: string
+  /** The secret itself: removed from whatever the provider answers, so no endpoint can return it. */
+  readonly secret: string
+}
 
 export interface CallSpec {
   readonly url: string
@@ -30,6 +41,9 @@ export interface CallSpec {
   readonly runId: string
   readonly timeoutMs: number
   readonly allowPrivate: boolean
+  /** Demo mode: `mock://` URLs are answered in-process; outside it (the default) they are refused. */
+  readonly demo?: boolean | undefined
+  readonly credential?: Credential | undefined
 }
 
 const COST = /^\d{1,12}(\.\d{1,18})?$/
@@ -52,6 +66,14 @@ const parseBody = (text: string, contentType: string | undefined): unknown => {
   return text
 }
 
+/** The answer's text with every occurrence of the secret (raw or JSON-escaped) replaced. */
+const scrub = (text: string, secret: string): string => {
+  if (secret === "") return text
+  const escaped = JSON.stringify(secret).slice(1, -1)
+  const once = text.split(secret).join("[redacted]")
+  return escaped === secret ? once : once.split(escaped).join("[redacted]")
+}
+
 /** Methods without a body carry the input's top-level fields as query parameters. */
 const hasBody = (method: string) => method !== "GET" && method !== "DELETE" && method !== "HEAD"
 
@@ -70,6 +92,7 @@ export const callProvider = (spec: CallSpec): Effect.Effect<readonly [CallOutcom
 
 const send = (spec: CallSpec): Effect.Effect<CallOutcome> =>
   Effect.gen(function*() {
+    if (isDemoUrl(spec.url)) return inProcess(spec)
     const checked = yield* Effect.either(checkUrl(spec.url, spec.allowPrivate))
     if (checked._tag === "Left") {
       return { _tag: "NoAnswer", kind: "url_refused", message: checked.left.message } as const
@@ -88,6 +111,7 @@ const send = (spec: CallSpec): Effect.Effect<CallOutcome> =>
         headers["content-type"] = "application/json"
         headers["content-length"] = String(Buffer.byteLength(payload))
       }
+      if (spec.credential !== undefined) headers[spec.credential.header.toLowerCase()] = spec.credential.value
       const options: http.RequestOptions = { method, headers }
       if (!spec.allowPrivate) options.lookup = guardedLookup
       let settled = false
@@ -111,13 +135,15 @@ const send = (spec: CallSpec): Effect.Effect<CallOutcome> =>
           }
           chunks.push(chunk)
         })
-        response.on("end", () =>
+        response.on("end", () => {
+          const text = Buffer.concat(chunks).toString("utf8")
           finish({
             _tag: "Answered",
             status: response.statusCode ?? 0,
-            body: parseBody(Buffer.concat(chunks).toString("utf8"), response.headers["content-type"]),
+            body: parseBody(spec.credential === undefined ? text : scrub(text, spec.credential.secret), response.headers["content-type"]),
             reportedCost: parseCost(response.headers["x-cost-usd"])
-          }))
+          })
+        })
         response.on("error", (error) => noAnswer("connection_error", error.message))
       })
       // The timer lives in Node, not in the fiber, so the call ends on time even if the fiber is busy.
@@ -134,3 +160,14 @@ const send = (spec: CallSpec): Effect.Effect<CallOutcome> =>
       })
     })
   })
+
+/** A `mock://` provider: answered by DemoProviders in demo mode, refused otherwise (no network either way). */
+const inProcess = (spec: CallSpec): CallOutcome => {
+  if (spec.demo !== true) {
+    return { _tag: "NoAnswer", kind: "url_refused", message: "in-process (mock://) providers answer only in demo mode (GATEWAY_DEMO)" }
+  }
+  const answer = demoAnswer(spec.url, spec.input)
+  return answer === undefined
+    ? { _tag: "NoAnswer", kind: "url_refused", message: "no in-process provider answers this mock:// URL" }
+    : { _tag: "Answered", status: answer.status, body: answer.body, reportedCost: answer.reportedCost }
+}

@@ -19,7 +19,8 @@ export interface FakeCapabilityProvider {
 
 /**
  * Paths: `/ok` (200 `{ok:true, echo}`), `/okfalse` (200 `{ok:false}`), `/fail` (500),
- * `/slow` (answers after 5 s), `/delay?ms=N` (200 after N ms). `?cost=X` on any path sets the
+ * `/slow` (answers after 5 s), `/delay?ms=N` (200 after N ms), `/echo-headers` (200 with the
+ * request's headers in the body, as a careless provider might). `?cost=X` on any path sets the
  * `x-cost-usd` response header.
  */
 export const startFakeCapabilityProvider = async (): Promise<FakeCapabilityProvider> => {
@@ -56,6 +57,8 @@ export const startFakeCapabilityProvider = async (): Promise<FakeCapabilityProvi
       switch (url.pathname) {
         case "/ok":
           return answer(200, { ok: true, echo: body, method: req.method, query })
+        case "/echo-headers":
+          return answer(200, { ok: true, headers: req.headers, raw: req.rawHeaders.join("\n") })
         case "/okfalse":
           return answer(200, { ok: false, reason: "no results" })
         case "/fail":

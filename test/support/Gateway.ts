@@ -4,7 +4,7 @@ import { ConfigProvider, Effect, Layer, ManagedRuntime } from "effect"
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { appLayer } from "../../src/App.js"
+import { appLayer, type CoreLive } from "../../src/App.js"
 import { Listeners } from "../../src/Listeners.js"
 import { mintKey } from "../../layers/KeyFormat.js"
 import { Settlements } from "../../layers/Settlements.js"
@@ -29,6 +29,8 @@ export interface Gateway {
   readonly adminKey: string
   readonly db: TestDatabase
   readonly call: <T = any>(method: string, path: string, options?: CallOptions) => Promise<ApiResponse<T>>
+  /** Runs an effect in the gateway's own runtime (its services, database and configuration), e.g. the demo seed. */
+  readonly run: <A, E>(effect: Effect.Effect<A, E, Layer.Layer.Success<typeof CoreLive>>) => Promise<A>
   /** A second gateway instance on the same database (scale-out, restarts). */
   readonly startPeer: (env?: Record<string, string>) => Promise<Peer>
   readonly close: () => Promise<void>
@@ -114,6 +116,7 @@ export const startGateway = async (options: StartOptions = {}): Promise<Gateway>
     adminKey,
     db: { ...db, pool: settledPool },
     call: callerFor(main.baseUrl),
+    run: (effect) => main.runtime.runPromise(effect),
     startPeer: async (extra = {}) => {
       const peer = await launch({ ...env, ...extra }, undefined)
       const handle: Peer = { baseUrl: peer.baseUrl, call: callerFor(peer.baseUrl), close: () => peer.runtime.dispose() }
