@@ -98,7 +98,7 @@ describe("README.md, every runnable block in order, against a fresh embedded sta
   }, START_TIMEOUT_MS + 60_000)
 
   afterAll(async () => {
-    session?.stop()
+    await session?.stop()
     await gateway?.stop(30_000)
     if (dir !== "") {
       await stopLeftoverPostgres(join(dir, ".data"))

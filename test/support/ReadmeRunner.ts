@@ -204,6 +204,8 @@ export class ShellSession {
     this.child.stdout!.setEncoding("utf8").on("data", (t: string) => (this.stdout += t))
     this.child.stderr!.setEncoding("utf8").on("data", (t: string) => (this.stderr += t))
     this.child.once("exit", () => (this.exited = true))
+    // Last resort: nothing a block started outlives the test worker.
+    process.once("exit", () => this.killGroup())
   }
 
   /** Runs one block; resolves when the session reports it done (or dies, or times out). */
@@ -225,7 +227,7 @@ export class ShellSession {
           resolve({ ok: false, output: `${output()}\n(the bash session ended)` })
         } else if (Date.now() - started > timeoutMs) {
           clearInterval(poll)
-          this.stop()
+          void this.stop()
           resolve({ ok: false, output: `${output()}\n(no end within ${timeoutMs} ms; the session was stopped)` })
         }
       }, 20)
@@ -251,18 +253,21 @@ export class ShellSession {
     return env
   }
 
-  /** Ends the session and everything its blocks left running in the background. */
-  stop(): void {
+  /** Ends the session (its EXIT trap stops its background jobs), then whatever is left of its group. */
+  async stop(): Promise<void> {
     if (!this.exited) (this.child.stdio[3] as NodeJS.WritableStream | null)?.end()
+    for (let i = 0; i < 100 && !this.exited; i++) await new Promise((r) => setTimeout(r, 20))
+    this.killGroup()
+  }
+
+  private killGroup(): void {
     const group = this.child.pid
     if (group === undefined) return
-    setTimeout(() => {
-      try {
-        process.kill(-group, "SIGKILL")
-      } catch {
-        // the group is gone already
-      }
-    }, 2_000).unref()
+    try {
+      process.kill(-group, "SIGKILL")
+    } catch {
+      // the group is gone already
+    }
   }
 }
 
