@@ -3,7 +3,7 @@
 // order (test/support/ReadmeRunner.ts says how each kind runs), with the README's fixed local
 // ports (8080, 8081, the webhook receiver's 4000) pointed at free ones. Each block is a test named
 // by its line in README.md; a broken block fails with its output, and the later blocks still run.
-import { existsSync, mkdtempSync, readFileSync, symlinkSync } from "node:fs"
+import { chmodSync, existsSync, mkdtempSync, readFileSync, symlinkSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
@@ -82,6 +82,8 @@ describe("README.md, every runnable block in order, against a fresh embedded sta
   beforeAll(async () => {
     // An empty folder with the checkout's packages: what the JS blocks import.
     dir = mkdtempSync(join(tmpdir(), "gateway-readme-"))
+    // As a checkout is: passable by others (under root the embedded server runs as user postgres).
+    chmodSync(dir, 0o755)
     symlinkSync(join(ROOT, "node_modules"), join(dir, "node_modules"))
     const unset = Object.fromEntries(Object.keys(process.env).filter(isGatewaySetting).map((name) => [name, undefined]))
     gateway = await spawnGateway({
