@@ -3,6 +3,7 @@
 // order (test/support/ReadmeRunner.ts says how each kind runs), with the README's fixed local
 // ports (8080, 8081, the webhook receiver's 4000) pointed at free ones. Each block is a test named
 // by its line in README.md; a broken block fails with its output, and the later blocks still run.
+// README_TEST_VERBOSE=1 prints every block's output.
 import { chmodSync, existsSync, mkdtempSync, readFileSync, symlinkSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
@@ -138,6 +139,7 @@ describe("README.md, every runnable block in order, against a fresh embedded sta
           ? await runSql(dir, index, code, readFileSync(urlFile, "utf8").trim(), { ...cleanEnv(), ...session!.exportedEnv() }, BLOCK_TIMEOUT_MS)
           : { ok: false, output: ".data/database-url is missing: the gateway writes it while it runs on the embedded database" }
       }
+      if (process.env.README_TEST_VERBOSE === "1") console.log(`--- ${name}\n${outcome.output}`)
       if (!outcome.ok) throw new Error(`${name} failed:\n${tail(outcome.output)}`)
     }, BLOCK_TIMEOUT_MS + 30_000)
   }
