@@ -1,4 +1,4 @@
-// The leanest Node hop, reported beside DESIGN.md's reference proxy: node:http on both sides
+// The leanest Node hop, reported beside the reference proxy of the targets: node:http on both sides
 // (keep-alive), POST /v1/chat/completions forwarded to UPSTREAM_URL and piped back, headers and all.
 // Run as a child process: `UPSTREAM_URL=... node --import tsx bench/httpProxy.ts`.
 import { Agent, createServer, request } from "node:http"

@@ -1,4 +1,4 @@
-// Reference pass-through proxy (DESIGN.md section 8): node:http in front, undici to the upstream,
+// Reference pass-through proxy (docs/performance.md, "Targets"): node:http in front, undici to the upstream,
 // the request body streamed through and the answer piped back, as a plain Node hop is written.
 // Run as a child process: `UPSTREAM_URL=... node --import tsx bench/referenceProxy.ts`.
 import { createServer } from "node:http"

@@ -1,4 +1,4 @@
-// `npm run bench`: DESIGN.md section 8. Mock upstream, reference proxy (and a node:http-only one) and gateway side by side under
+// `npm run bench`: the performance targets of docs/performance.md. Mock upstream, reference proxy (and a node:http-only one) and gateway side by side under
 // autocannon (JSON and SSE, 1/16/64/256 connections), stream TTFB, gateway RSS, then a ledger audit
 // (one debit + one log row per successful call); prints Markdown and fills docs/performance.md.
 import autocannon from "autocannon"
@@ -52,7 +52,7 @@ const ROOT = fileURLToPath(new URL("..", import.meta.url))
 const DOC = join(ROOT, "docs", "performance.md")
 
 type Mode = "json" | "stream"
-/** `proxy`: DESIGN.md's reference (node:http + undici); `http-proxy`: node:http on both sides, reported beside it. */
+/** `proxy`: the targets' reference (node:http + undici); `http-proxy`: node:http on both sides, reported beside it. */
 type TargetName = "direct" | "proxy" | "http-proxy" | "gateway"
 const MODES: ReadonlyArray<Mode> = (["json", "stream"] as const).filter((m) => (process.env.BENCH_MODES ?? "json,stream").split(",").includes(m))
 const ALL_TARGETS: ReadonlyArray<TargetName> = ["direct", "proxy", "http-proxy", "gateway"]
@@ -774,7 +774,7 @@ const gatewayFailures = (loads: ReadonlyArray<LoadResult>) =>
 const ledgerFaults = (audit: Audit) => audit.lostDebits + audit.doubleDebits + audit.lostLogs + audit.doubleLogs
 
 /**
- * One target of DESIGN.md section 8: its figure in a run (NaN: not measured), how it reads, and
+ * One performance target (docs/performance.md): its figure in a run (NaN: not measured), how it reads, and
  * whether it is met. Over several runs the figures the machine's noise moves (latency,
  * throughput) are judged on their median; memory and correctness on the worst run.
  */
@@ -875,7 +875,7 @@ const renderRuns = (reports: ReadonlyArray<Report>) => {
   out.push(`${reports.length} runs (BENCH_RUNS), ${first.date} to ${last.date.slice(11)}, each with its own processes and database; ` +
     "the last run's report is given in full. Latency and throughput are judged on their median over the runs, memory and correctness on the worst run.")
   out.push("")
-  out.push(`| target (DESIGN.md section 8) | budget | ${reports.map((r) => r.machine.date.slice(11, 16)).join(" | ")} | over the runs | verdict | runs met |`)
+  out.push(`| target | budget | ${reports.map((r) => r.machine.date.slice(11, 16)).join(" | ")} | over the runs | verdict | runs met |`)
   out.push(`|---|---|${reports.map(() => "---|").join("")}---|---|---|`)
   for (const check of TARGET_CHECKS) {
     const values = reports.map(check.figure)
@@ -898,7 +898,7 @@ const render = (report: Report) => {
   // Targets first: the verdicts, then the shares of the node:http-only proxy (not targets).
   const ttfbDirect = ttfbs.find((t) => t.target === "direct")
   const gatewayLoads = loads.filter((l) => l.target === "gateway")
-  out.push("| target (DESIGN.md section 8) | budget | measured | verdict |")
+  out.push("| target | budget | measured | verdict |")
   out.push("|---|---|---|---|")
   for (const check of TARGET_CHECKS) {
     const value = check.figure(report)

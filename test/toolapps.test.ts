@@ -73,7 +73,7 @@ describe("registry", () => {
     expect(toolApps.flatMap((a) => a.tools).length).toBe(32)
   })
 
-  it("names the tools exactly as DESIGN.md section 5 does", () => {
+  it("names the tools exactly as docs/api.md lists them", () => {
     const names = Object.fromEntries(toolApps.map((a) => [a.slug, a.tools.map((t) => t.name)]))
     expect(names).toEqual({
       github: ["list_repos", "get_repo", "list_issues", "get_issue", "create_issue", "comment_on_issue", "list_pull_requests", "get_pull_request", "get_file_contents", "search_code"],

@@ -1,4 +1,4 @@
-// Operator plane: creating and reading platforms (DESIGN.md section 4). Admin key only.
+// Operator plane: creating and reading platforms (docs/api.md, "Operator"). Admin key only.
 import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
 import { Schema } from "effect"
 import { IdempotencyHeaders, Pagination, Paginated, PathId } from "../../schemas/Common.js"

@@ -24,7 +24,7 @@ import { clientValidation } from "./DecodeIssues.js"
 import { readBodyText, withBodyText } from "./RequestBody.js"
 
 export const MAX_BODY_BYTES = 10 * 1024 * 1024
-/** Deepest nesting of arrays/objects a JSON body may have (DESIGN.md section 7). */
+/** Deepest nesting of arrays/objects a JSON body may have (docs/operations.md, "Limits"). */
 export const MAX_JSON_DEPTH = 64
 
 /**

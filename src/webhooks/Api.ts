@@ -1,4 +1,4 @@
-// Webhook endpoint management (DESIGN.md section 4): register, list, read, delete endpoints and
+// Webhook endpoint management (docs/api.md, "Webhooks"): register, list, read, delete endpoints and
 // inspect their deliveries. Platform keys only, own platform only.
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema } from "@effect/platform"
 import { Schema } from "effect"

@@ -5,6 +5,7 @@
 // Children are stopped with SIGTERM (SIGKILL after a grace period) and, as a last resort, killed
 // when the test process exits.
 import { type ChildProcess, spawn } from "node:child_process"
+import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { type ApiResponse, callerFor, type CallOptions } from "./Gateway.js"
 
@@ -19,6 +20,8 @@ export interface SpawnOptions {
   /** `source` (default): the TypeScript sources through tsx; `bundle`: dist/main.js. */
   readonly entry?: "source" | "bundle"
   readonly startTimeoutMs?: number
+  /** The working directory (default: the checkout); the entry is found in the checkout either way. */
+  readonly cwd?: string
 }
 
 export interface GatewayProcess {
@@ -132,9 +135,9 @@ export const spawnGateway = async (options: SpawnOptions): Promise<GatewayProces
     if (value !== undefined) env[name] = value
   }
   const role = options.role ?? "all"
-  const entry = options.entry === "bundle" ? ["dist/main.js"] : ["--import", "tsx", "src/main.ts"]
+  const entry = options.entry === "bundle" ? [join(ROOT, "dist/main.js")] : ["--import", "tsx", join(ROOT, "src/main.ts")]
   const child = spawn(process.execPath, [...entry, "--role", role], {
-    cwd: ROOT,
+    cwd: options.cwd ?? ROOT,
     env,
     stdio: ["ignore", "pipe", "pipe"]
   })
