@@ -35,7 +35,7 @@ export const PERSONAL = ""
 /** The per-user tool URL's `server_label` in mcp-config and in hosted tool items of /v1/responses. */
 export const PERSONAL_LABEL = "gateway"
 
-/** OAuth state lifetime (DESIGN section 5: signed, single use, 10 minutes). */
+/** OAuth state lifetime: the state is signed, single use, and valid 10 minutes. */
 const STATE_TTL_MS = 10 * 60_000
 /** Refresh a little before the provider's expiry so a call never races it. */
 const EXPIRY_SKEW_MS = 60_000
