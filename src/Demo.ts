@@ -12,14 +12,12 @@ import { ModelCatalog } from "../layers/ModelCatalog.js"
 import { PlatformWallet } from "../layers/PlatformWallet.js"
 import { ProviderKeys } from "../layers/ProviderKeys.js"
 import { Platforms } from "../layers/Platforms.js"
+import { embeddedDatabase, withDefaultFrom } from "./lib/ConfigValues.js"
 
 const DemoFile = Schema.Struct({ platform_id: Schema.String, platform_key: Schema.String, end_user_key: Schema.String })
 export type DemoKeys = typeof DemoFile.Type
 
-export const demoEnabled = Effect.gen(function*() {
-  const databaseUrl = yield* Config.option(Config.string("DATABASE_URL"))
-  return yield* Config.boolean("GATEWAY_DEMO").pipe(Config.withDefault(Option.isNone(databaseUrl)))
-})
+export const demoEnabled = withDefaultFrom(Config.boolean("GATEWAY_DEMO"), embeddedDatabase)
 
 /** The offline `mock` provider and its model `mock-echo` (idempotent: upserts). */
 const seedMockModel = Effect.gen(function*() {
