@@ -10,7 +10,7 @@ import { createServer } from "node:net"
 import { tmpdir } from "node:os"
 import { basename, dirname, isAbsolute, join, parse, relative, resolve, sep } from "node:path"
 import pg from "pg"
-import { isNodeProcess, processInfo, readPidFile, signalProcess } from "../src/lib/Processes.js"
+import { isExitedUncollected, isNodeProcess, processInfo, readPidFile, signalProcess } from "../src/lib/Processes.js"
 
 /** Where the gateway's database is: DATABASE_URL, or the embedded server's address. */
 export class DatabaseUrl extends Context.Tag("gateway/DatabaseUrl")<DatabaseUrl, Redacted.Redacted<string>>() {}
@@ -262,6 +262,21 @@ const signalServer = (pid: number, signal: NodeJS.Signals) => {
 }
 
 /**
+ * A server that was killed is a zombie until its new parent (init) collects it, and Postgres
+ * takes the pid in postmaster.pid for alive meanwhile ("lock file already exists"): wait for
+ * that, and if nobody collects it (a container whose init does not), remove the file: the
+ * process has exited.
+ */
+const awaitCollected = (dir: string) =>
+  Effect.gen(function*() {
+    const pid = readPidFile(postmasterPidFile(dir))
+    if (pid === undefined || !isExitedUncollected(pid)) return
+    if (yield* pollUntil(() => !isExitedUncollected(pid), 5_000)) return
+    rmSync(postmasterPidFile(dir), { force: true })
+    yield* Effect.logWarning(`embedded Postgres: removed ${postmasterPidFile(dir)} of a server that exited (pid ${pid}, never collected by its parent)`)
+  })
+
+/**
  * A Postgres still running on `dir` after its gateway was killed (SIGKILL, OOM): the new server
  * cannot start beside it. If its parent is a running gateway, that gateway owns it: the start
  * stops with one line. Otherwise it is stopped (see STOP_STEPS), and the start goes on. A
@@ -270,14 +285,17 @@ const signalServer = (pid: number, signal: NodeJS.Signals) => {
 const stopLeftoverServer = (root: string, dir: string) =>
   Effect.gen(function*() {
     const server = runningServerOf(dir)
-    if (server === undefined) return
+    if (server === undefined) return yield* awaitCollected(dir)
     if (server.ppid !== 1 && otherGateway(server.ppid)) return yield* alreadyRunning(server.ppid, root)
     yield* Effect.logWarning(`embedded Postgres: a server left running by a stopped gateway (pid ${server.pid}, data in ${dir}); stopping it`)
     const gone = (stepSignal: NodeJS.Signals) => () =>
       processInfo(server.pid) === undefined && (stepSignal === "SIGKILL" || !existsSync(postmasterPidFile(dir)))
     for (const [signal, ms] of STOP_STEPS) {
       signalServer(server.pid, signal)
-      if (yield* pollUntil(gone(signal), ms)) return yield* Effect.logInfo(`embedded Postgres: the server left running (pid ${server.pid}) stopped (${signal})`)
+      if (yield* pollUntil(gone(signal), ms)) {
+        yield* Effect.logInfo(`embedded Postgres: the server left running (pid ${server.pid}) stopped (${signal})`)
+        return yield* awaitCollected(dir)
+      }
     }
     return yield* unavailable(`a server left running on ${dir} (pid ${server.pid}) does not stop; stop it yourself (kill ${server.pid}) and start again`)
   })

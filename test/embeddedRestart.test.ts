@@ -1,9 +1,10 @@
 // The embedded default (DATABASE_URL unset) across crashes and restarts, as `npm start` runs it:
 // a gateway killed with SIGKILL leaves its Postgres running, and the next start on the same data
-// dir stops that server and comes up with the data; a second start beside a running one stops
-// with one line (exit 1) and the first keeps serving; Ctrl-C (SIGINT to the process group, the
-// server included) and SIGTERM stop cleanly, so the next start queues nothing again and every
-// call counts once. No Postgres outlives the file.
+// dir stops that server and comes up with the data; a stale postmaster.pid of a server killed too
+// is Postgres's to replace; a second start beside a running one stops with one line (exit 1) and
+// the first keeps serving; Ctrl-C (SIGINT to the whole process group, as a terminal sends it) and
+// SIGTERM stop cleanly, so the next start queues nothing again and every call counts once. No
+// Postgres outlives the file.
 import { execFileSync } from "node:child_process"
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs"
 import { connect } from "node:net"
@@ -157,6 +158,31 @@ it("SIGKILL leaves its Postgres running; the next start stops that server, comes
   expect(await until(ledger, (l) => l.logs === 2 && l.debits === 2)).toEqual({ logs: 2, debits: 2 })
 }, 180_000)
 
+it("the server killed too (a postmaster.pid naming a dead process) is left to Postgres: the next start recovers and comes up with the data", async () => {
+  const server = postmasterPid()
+  gw.signal("SIGKILL")
+  await gw.exited
+  process.kill(-server, "SIGKILL") // the server's own process group: it and its backends
+  // Until init has collected it, a killed server's pid still exists (as a zombie).
+  const pidExists = async () => {
+    try {
+      process.kill(server, 0)
+      return true
+    } catch {
+      return false
+    }
+  }
+  expect(await until(pidExists, (exists) => !exists)).toBe(false)
+  expect(serversOnDataDir()).toEqual([])
+  expect(postmasterPid()).toBe(server) // the stale file is still there
+
+  gw = await start("embedded-after-both-killed")
+  expect(gw.lines.some((line) => /left running|removed .*postmaster\.pid/.test(line))).toBe(false)
+  expect(postmasterPid()).not.toBe(server)
+  expect((await chat(gw, "after both were killed")).status).toBe(200)
+  expect(await until(ledger, (l) => l.logs === 3 && l.debits === 3)).toEqual({ logs: 3, debits: 3 })
+}, 180_000)
+
 it("a second start beside a running gateway stops with one line and exit 1; the first keeps serving", async () => {
   const line = `a gateway is already running on this data dir (pid ${gw.pid}, ${dataDir}); stop it first or set GATEWAY_DATA_DIR to another directory`
   const second = await runToExit({ env, timeoutMs: 60_000 })
@@ -172,10 +198,10 @@ it("a second start beside a running gateway stops with one line and exit 1; the 
   expect(nonEmptyLines(racing.output)).toEqual([line])
 
   expect((await chat(gw, "still serving")).status).toBe(200)
-  expect(await until(ledger, (l) => l.logs === 3 && l.debits === 3)).toEqual({ logs: 3, debits: 3 })
+  expect(await until(ledger, (l) => l.logs === 4 && l.debits === 4)).toEqual({ logs: 4, debits: 4 })
 }, 180_000)
 
-it("Ctrl-C (SIGINT to the whole process group, Postgres included) stops cleanly: nothing left, nothing queued again", async () => {
+it("Ctrl-C (SIGINT to the whole process group, as a terminal sends it) stops cleanly: Postgres outlives the drain, nothing left, nothing queued again", async () => {
   expect((await chat(gw, "just before Ctrl-C")).status).toBe(200)
   gw.signalGroup("SIGINT")
   expect(await gw.exited).toEqual({ code: 0, signal: null })
@@ -187,7 +213,7 @@ it("Ctrl-C (SIGINT to the whole process group, Postgres included) stops cleanly:
 
   gw = await start("embedded-after-ctrl-c")
   expect(requeued(gw)).toEqual([])
-  expect(await until(ledger, (l) => l.logs === 4 && l.debits === 4)).toEqual({ logs: 4, debits: 4 })
+  expect(await until(ledger, (l) => l.logs === 5 && l.debits === 5)).toEqual({ logs: 5, debits: 5 })
 }, 180_000)
 
 it("SIGTERM after a call stops cleanly: the next start queues nothing again, the call counts once, no Postgres is left", async () => {
@@ -198,7 +224,7 @@ it("SIGTERM after a call stops cleanly: the next start queues nothing again, the
 
   gw = await start("embedded-after-sigterm")
   expect(requeued(gw)).toEqual([])
-  expect(await until(ledger, (l) => l.logs === 5 && l.debits === 5)).toEqual({ logs: 5, debits: 5 })
+  expect(await until(ledger, (l) => l.logs === 6 && l.debits === 6)).toEqual({ logs: 6, debits: 6 })
   gw.signal("SIGTERM")
   expect(await gw.exited).toEqual({ code: 0, signal: null })
   expect(serversOnDataDir()).toEqual([])

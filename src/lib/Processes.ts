@@ -80,6 +80,20 @@ export const readPidFile = (path: string): number | undefined => {
 /** A Node.js process (`node dist/main.js`, tsx): what a gateway runs as. */
 export const isNodeProcess = (info: ProcessInfo): boolean => /^node(js)?[\d.]*(\.exe)?$/.test(basename(info.argv[0] ?? ""))
 
+/**
+ * A process that exited and that its parent has not collected yet (a zombie): it still holds its
+ * pid, so a program that checks a pid file with kill(pid, 0), as Postgres does, takes it for alive.
+ */
+export const isExitedUncollected = (pid: number): boolean => {
+  if (!Number.isSafeInteger(pid) || pid <= 0 || processInfo(pid) !== undefined) return false
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch (error) {
+    return (error as { code?: string }).code === "EPERM"
+  }
+}
+
 /** Sends `signal`; false when the process is gone (or not ours to signal). */
 export const signalProcess = (pid: number, signal: NodeJS.Signals): boolean => {
   try {
