@@ -17,6 +17,7 @@ import { GatewayApi } from "./Api.js"
 import { AuthenticationLive } from "./Authentication.js"
 import { drainingServerLayer } from "./DrainingServer.js"
 import { ErrorMappingLive } from "./ErrorMapping.js"
+import { embeddedDatabase, withDefaultFrom } from "../lib/ConfigValues.js"
 
 const HealthLive = HttpApiBuilder.Router.use((router) =>
   router.get("/health", HttpServerResponse.unsafeJson({ status: "ok" }))
@@ -36,7 +37,11 @@ export const HttpAppLive = HttpApiBuilder.serve().pipe(
   Layer.provide(ApiLive)
 )
 
-export const host = Config.string("HOST").pipe(Config.withDefault("0.0.0.0"))
+/** HOST: loopback for the embedded database's laptop demo, every interface on a server. */
+export const host = withDefaultFrom(
+  Config.string("HOST"),
+  embeddedDatabase.pipe(Config.map((embedded) => (embedded ? "127.0.0.1" : "0.0.0.0")))
+)
 
 export const ApiListenerLive = Layer.mergeAll(HttpAppLive, recordAddress("api")).pipe(
   Layer.provide(drainingServerLayer({

@@ -86,3 +86,17 @@ export const countConfig = (name: string, fallback: number, min = 1): Config.Con
     ),
     Config.withDefault(fallback)
   )
+
+/**
+ * DATABASE_URL unset: the gateway runs its embedded Postgres, the laptop demo. Defaults that are
+ * right there and wrong on a server follow it (HOST, GATEWAY_DEMO, GATEWAY_ALLOW_PRIVATE_URLS).
+ */
+export const embeddedDatabase: Config.Config<boolean> = Config.option(Config.string("DATABASE_URL")).pipe(
+  Config.map((url) => url._tag === "None")
+)
+
+/** `config`, or when it is not set, `fallback` (an invalid value still fails). */
+export const withDefaultFrom = <A>(config: Config.Config<A>, fallback: Config.Config<A>): Config.Config<A> =>
+  Config.option(config).pipe(
+    Config.zipWith(fallback, (value, otherwise) => value._tag === "Some" ? value.value : otherwise)
+  )

@@ -4,12 +4,16 @@
 import { Config, Data, Effect } from "effect"
 import { lookup as dnsLookup, type LookupAddress, type LookupOptions } from "node:dns"
 import { isIP } from "node:net"
+import { embeddedDatabase, withDefaultFrom } from "./ConfigValues.js"
 
 /** Why a URL was refused; `message` is safe to show to the tenant. */
 export class UrlRefused extends Data.TaggedError("UrlRefused")<{ readonly message: string }> {}
 
-/** GATEWAY_ALLOW_PRIVATE_URLS (tests and demo only). */
-export const allowPrivateUrls = Config.boolean("GATEWAY_ALLOW_PRIVATE_URLS").pipe(Config.withDefault(false))
+/**
+ * GATEWAY_ALLOW_PRIVATE_URLS: on by default only with the embedded database (the laptop demo,
+ * listening on loopback, whose webhook receivers and tool apps are local); an explicit value wins.
+ */
+export const allowPrivateUrls = withDefaultFrom(Config.boolean("GATEWAY_ALLOW_PRIVATE_URLS"), embeddedDatabase)
 
 // --- address classification ------------------------------------------------------------
 

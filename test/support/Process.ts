@@ -22,6 +22,8 @@ export interface SpawnOptions {
   readonly startTimeoutMs?: number
   /** The working directory (default: the checkout); the entry is found in the checkout either way. */
   readonly cwd?: string
+  /** Its own process group, as a shell starts a command: `signalGroup` then acts like Ctrl-C in a terminal. */
+  readonly ownGroup?: boolean
 }
 
 export interface GatewayProcess {
@@ -38,6 +40,8 @@ export interface GatewayProcess {
   readonly stop: (graceMs?: number) => Promise<void>
   /** Sends one signal, nothing more. */
   readonly signal: (signal: NodeJS.Signals) => void
+  /** Sends one signal to the process group (with `ownGroup`): a terminal's Ctrl-C is SIGINT to the group. */
+  readonly signalGroup: (signal: NodeJS.Signals) => void
   /** How the process ended (exit code, or the signal that killed it). */
   readonly exited: Promise<ProcessExit>
   /** Resolves with the first output line matching `pattern`; fails after `timeoutMs`. */
@@ -139,7 +143,8 @@ export const spawnGateway = async (options: SpawnOptions): Promise<GatewayProces
   const child = spawn(process.execPath, [...entry, "--role", role], {
     cwd: options.cwd ?? ROOT,
     env,
-    stdio: ["ignore", "pipe", "pipe"]
+    stdio: ["ignore", "pipe", "pipe"],
+    detached: options.ownGroup === true
   })
   live.add(child)
   const lines: Array<string> = []
@@ -181,12 +186,14 @@ export const spawnGateway = async (options: SpawnOptions): Promise<GatewayProces
   const find = (pattern: RegExp) => {
     for (const line of lines) {
       const match = line.match(pattern)
-      if (match?.[1] !== undefined) return match[1]
+      const found = match?.[1] ?? match?.[2]
+      if (found !== undefined) return found
     }
     return undefined
   }
-  const apiPattern = /API listening on (http:\/\/\S+)/
-  const toolsPattern = /Tool service listening on (http:\/\/\S+)/
+  // "on http://HOST:PORT", or for a wildcard bind "on 0.0.0.0:PORT (all interfaces; base_url http://...,"
+  const apiPattern = /API listening on (?:(http:\/\/\S+)|\S+ \(all interfaces; base_url (http:\/\/[^,\s]+))/
+  const toolsPattern = /Tool service listening on (?:(http:\/\/\S+)|\S+ \(all interfaces; mcp_url (http:\/\/[^,\s)]+))/
   const timeoutMs = options.startTimeoutMs ?? 60_000
   try {
     await new Promise<void>((resolve, reject) => {
@@ -223,6 +230,9 @@ export const spawnGateway = async (options: SpawnOptions): Promise<GatewayProces
     stop: (graceMs = 10_000) => stopProcess(child, graceMs),
     signal: (signal) => {
       child.kill(signal)
+    },
+    signalGroup: (signal) => {
+      process.kill(-child.pid!, signal)
     },
     exited,
     waitForLine

@@ -11,7 +11,7 @@ import { requireAdmin, requirePlatform } from "../../src/http/Access.js"
 import { TestDatabaseUrlLive } from "../support/TestDatabase.js"
 
 const adminKey = "sk-admin_" + "u".repeat(40)
-const AdminKeyStub = Layer.succeed(AdminKey, { key: Redacted.make(adminKey), generated: false })
+const AdminKeyStub = Layer.succeed(AdminKey, { key: Redacted.make(adminKey), unprinted: false, printed: Effect.void })
 
 const TestLayer = Platforms.Default.pipe(
   Layer.provideMerge(ApiKeys.Default),
