@@ -1,4 +1,4 @@
-// How the process answers SIGINT/SIGTERM. The first starts the graceful shutdown (the program's
+// How the process answers SIGINT/SIGTERM/SIGHUP (a closed terminal). The first starts the graceful shutdown (the program's
 // scope closes: listeners drain, queued settlements are written, spans flushed). Repeats within
 // GATEWAY_FORCE_STOP_AFTER are ignored; one after it forces the stop (see runMain).
 import { makeRunMain } from "@effect/platform/Runtime"
@@ -14,7 +14,8 @@ export const forceStopAfter = durationMsConfig("GATEWAY_FORCE_STOP_AFTER", 5_000
  */
 export const shutdownTimeout = durationMsConfig("GATEWAY_SHUTDOWN_TIMEOUT", 30_000, 1).pipe(Config.map(Duration.millis))
 
-const SIGNALS = ["SIGINT", "SIGTERM"] as const
+/** SIGHUP too: closing the terminal that runs `npm start` stops the gateway cleanly, not at once. */
+const SIGNALS = ["SIGINT", "SIGTERM", "SIGHUP"] as const
 
 /**
  * NodeRuntime.runMain with a stop policy that survives repeated signals. Effect's own removes its

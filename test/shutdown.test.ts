@@ -189,6 +189,26 @@ describe("SIGTERM during streams", () => {
     expect(collector.spans.some((s) => s.name === "Settlements.commit")).toBe(true)
   }, 60_000)
 
+  it("SIGHUP (the terminal running it was closed) drains as SIGTERM does: the stream completes, is billed once, exit 0", async () => {
+    const gw = await start("hangup", "20s")
+    const t = await tenant(gw, "Hangup")
+    const reply = "one two three four five six"
+    upstream.setBehavior({ reply, chunkDelayMs: 150 })
+    const { rest: stream } = await openStream(gw, t.endUserKey, randomBytes(16).toString("hex"))
+
+    gw.signal("SIGHUP")
+    await gw.waitForLine(/SIGHUP: shutting down/)
+    const { text, cut } = await stream
+    expect(cut).toBe(false)
+    expect(contentOf(text)).toBe(reply)
+    expect(await gw.exited).toEqual({ code: 0, signal: null })
+    const rows = await settledRows(t.platformId)
+    expect(rows.logs).toHaveLength(1)
+    expect(rows.logs[0]).toMatchObject({ status: "success", completion_tokens: 6 })
+    expect(rows.debits.n).toBe(1)
+    expect(rows.walletDebits).toBe(1)
+  }, 60_000)
+
   it("cuts a stream still running at the deadline and bills the tokens it emitted", async () => {
     const gw = await start("deadline", "1s")
     const t = await tenant(gw, "Deadline")
