@@ -1,5 +1,5 @@
 // The database's identity: one row made when the schema is first migrated. The settlement
-// journal (layers/SettlementJournal.ts) records it, so a journal is only ever replayed into the
+// journal (layers/ledger/SettlementJournal.ts) records it, so a journal is only ever replayed into the
 // database it was written for (the embedded Postgres gets a new port on every start, so an
 // address cannot tell).
 import { SqlClient } from "@effect/sql"

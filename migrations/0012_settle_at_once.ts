@@ -1,4 +1,4 @@
-// The one-statement settlement (layers/Settlements.ts, commitAtOnce) as a function: PL/pgSQL
+// The one-statement settlement (layers/ledger/Settlements.ts, commitAtOnce) as a function: PL/pgSQL
 // parses and plans its statement once per connection and keeps the plan, where the same
 // statement sent as text was parsed, analysed and planned for every group (a quarter of
 // Postgres's work per settlement). `settlements` is a JSON array of the settlements as

@@ -1,8 +1,8 @@
 // Shapes shared by many endpoints: pagination, timestamps, money, bounded integers and dates,
 // storable text and JSON objects.
 import { BigDecimal, ParseResult, Schema } from "effect"
-import { MONEY_MAX_INTEGER_DIGITS, MONEY_MAX_SCALE, moneyFromNumber, parseMoney } from "../src/lib/Money.js"
-import { findUnstorable, isStorableText } from "../src/lib/StorableText.js"
+import { MONEY_MAX_INTEGER_DIGITS, MONEY_MAX_SCALE, moneyFromNumber, parseMoney } from "../layers/lib/Money.js"
+import { findUnstorable, isStorableText } from "../layers/lib/StorableText.js"
 
 /** The most pages a list walks (its offset stays far inside Postgres' bigint). */
 export const MAX_PAGE = 10_000_000
@@ -58,7 +58,7 @@ export const JsonObject = Schema.Record({ key: Schema.String, value: Schema.Unkn
  * A money amount a client sends (USD or display units): a JSON number or a decimal string,
  * decoded exactly from its text. The body check hands a literal a float64 cannot hold on as a
  * string, so `123456789.0000000001` arrives whole either way. At most MONEY_MAX_SCALE decimal
- * places and below 10^MONEY_MAX_INTEGER_DIGITS (src/lib/Money.ts); encoded as an exact decimal
+ * places and below 10^MONEY_MAX_INTEGER_DIGITS (layers/lib/Money.ts); encoded as an exact decimal
  * string (idempotency hashes compare amounts exactly).
  */
 export const Money = Schema.transformOrFail(Schema.Union(Schema.Number, Schema.String), Schema.BigDecimalFromSelf, {
@@ -87,7 +87,7 @@ export const MoneyNumber = Schema.Number.pipe(Schema.filter((n) => {
 /** USD amounts in answers: JSON numbers on the wire, exact BigDecimal in code. */
 export const Usd = Schema.BigDecimalFromNumber
 
-/** `Idempotency-Key` on every endpoint that moves money (layers/Idempotency.ts). */
+/** `Idempotency-Key` on every endpoint that moves money (layers/platform/Idempotency.ts). */
 export const IdempotencyHeaders = Schema.Struct({
   "idempotency-key": Schema.optional(Schema.String.pipe(Schema.minLength(1), Schema.maxLength(255)))
 })

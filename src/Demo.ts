@@ -6,18 +6,18 @@ import { SqlClient } from "@effect/sql"
 import { BigDecimal, Effect, Option, Schema } from "effect"
 import { existsSync, readFileSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
-import { dataDir } from "../layers/EmbeddedPostgres.js"
-import { EndUsers } from "../layers/EndUsers.js"
-import { hashKey } from "../layers/KeyFormat.js"
-import { ModelCatalog } from "../layers/ModelCatalog.js"
-import { PlatformWallet } from "../layers/PlatformWallet.js"
-import { ProviderKeys } from "../layers/ProviderKeys.js"
-import { Platforms } from "../layers/Platforms.js"
+import { dataDir } from "../layers/platform/EmbeddedPostgres.js"
+import { EndUsers } from "../layers/tenancy/EndUsers.js"
+import { hashKey } from "../layers/access/KeyFormat.js"
+import { ModelCatalog } from "../layers/tenancy/ModelCatalog.js"
+import { PlatformWallet } from "../layers/ledger/PlatformWallet.js"
+import { ProviderKeys } from "../layers/tenancy/ProviderKeys.js"
+import { Platforms } from "../layers/tenancy/Platforms.js"
 
 const DemoFile = Schema.Struct({ platform_id: Schema.String, platform_key: Schema.String, end_user_key: Schema.String })
 export type DemoKeys = typeof DemoFile.Type
 
-export { demoEnabled } from "./lib/DemoMode.js"
+export { demoEnabled } from "../layers/lib/DemoMode.js"
 
 /** A model served by the offline `mock` provider at the demo prices. */
 const mockModel = (slug: string, providerModelId: string) => ({
@@ -35,7 +35,7 @@ const mockModel = (slug: string, providerModelId: string) => ({
 
 /**
  * The offline `mock` provider with `mock-echo` (echoes) and `mock-tools` (calls the tools it is
- * offered; layers/upstream/Mock.ts); idempotent: upserts. The capability provider `demo-search`
+ * offered; layers/pipeline/upstream/Mock.ts); idempotent: upserts. The capability provider `demo-search`
  * is seeded by Capabilities itself in demo mode (layers/capabilities/DemoProviders.ts).
  */
 const seedMockModels = Effect.gen(function*() {

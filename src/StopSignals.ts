@@ -2,17 +2,8 @@
 // scope closes: listeners drain, queued settlements are written, spans flushed). Repeats within
 // GATEWAY_FORCE_STOP_AFTER are ignored; one after it forces the stop (see runMain).
 import { makeRunMain } from "@effect/platform/Runtime"
-import { Config, Duration, Effect, Logger } from "effect"
-import { durationMsConfig } from "./lib/ConfigValues.js"
-
-/** A stop signal this long after the first forces the stop; earlier ones are ignored. */
-export const forceStopAfter = durationMsConfig("GATEWAY_FORCE_STOP_AFTER", 5_000)
-
-/**
- * How long the graceful shutdown waits for requests in flight (the listeners, DrainingServer),
- * then as long again for queued settlements (Settlements).
- */
-export const shutdownTimeout = durationMsConfig("GATEWAY_SHUTDOWN_TIMEOUT", 30_000, 1).pipe(Config.map(Duration.millis))
+import { Effect, Logger } from "effect"
+import { forceStopAfter } from "../layers/lib/StopTimes.js"
 
 /** SIGHUP too: closing the terminal that runs `npm start` stops the gateway cleanly, not at once. */
 const SIGNALS = ["SIGINT", "SIGTERM", "SIGHUP"] as const

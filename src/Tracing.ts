@@ -1,9 +1,9 @@
 // OpenTelemetry: spans and metrics go to OTEL_EXPORTER_OTLP_ENDPOINT (OTLP/HTTP, /v1/traces and
 // /v1/metrics) when it is set; off otherwise: then the SDK (tens of MB) is not even loaded and
 // spans are not made at all (they would go nowhere, and cost CPU on every call). A client's
-// traceparent still reaches upstreams and webhook receivers (src/lib/TraceParent.ts).
+// traceparent still reaches upstreams and webhook receivers (layers/lib/CurrentSpan.ts).
 import { Config, Effect, Layer, Option } from "effect"
-import { durationMsConfig } from "./lib/ConfigValues.js"
+import { durationMsConfig } from "../layers/lib/ConfigValues.js"
 
 /** OpenTelemetry's standard name, whose value is plain milliseconds (the default unit here too). */
 export const metricExportIntervalMs = durationMsConfig("OTEL_METRIC_EXPORT_INTERVAL", 15_000, 1)

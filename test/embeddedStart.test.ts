@@ -9,7 +9,7 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { afterAll, describe, expect, it } from "vitest"
-import { mintKey } from "../layers/KeyFormat.js"
+import { mintKey } from "../layers/access/KeyFormat.js"
 import { runToExit, spawnGateway } from "./support/Process.js"
 
 const ROOT = fileURLToPath(new URL("..", import.meta.url))

@@ -5,7 +5,7 @@
 // whose emitted text is one long run, cut short, is settled with its count.
 import OpenAI from "openai"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { countedCharacters, countTextTokens } from "../layers/Tokenizer.js"
+import { countedCharacters, countTextTokens } from "../layers/platform/Tokenizer.js"
 import { type FakeUpstream, startFakeOpenAi } from "./fakes/FakeOpenAi.js"
 import { createEndUser, createPlatform, type Gateway, startGateway } from "./support/Gateway.js"
 

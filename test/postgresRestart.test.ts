@@ -7,7 +7,7 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import pg from "pg"
 import { afterAll, beforeAll, expect, it } from "vitest"
-import { freePort } from "../layers/EmbeddedPostgres.js"
+import { freePort } from "../layers/platform/EmbeddedPostgres.js"
 import { Effect } from "effect"
 import { createEndUser, createPlatform, type Gateway, startGateway } from "./support/Gateway.js"
 

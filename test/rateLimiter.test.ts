@@ -5,7 +5,7 @@ import { expect, layer } from "@effect/vitest"
 import { Context, Effect, Either, Layer } from "effect"
 import { Redis } from "ioredis"
 import { afterAll, describe } from "vitest"
-import { RateLimiter, RateLimitExceeded, type RateLimits } from "../layers/RateLimiter.js"
+import { RateLimiter, RateLimitExceeded, type RateLimits } from "../layers/pipeline/RateLimiter.js"
 
 const url = process.env.REDIS_URL ?? ""
 const prefix = `gw:rl:test:${process.pid}:${Date.now().toString(36)}:`

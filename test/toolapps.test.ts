@@ -3,9 +3,9 @@
 // (401 -> re-auth, other statuses, network), the registry's shape and the fakes' OAuth endpoints.
 import { Cause, Effect, Exit, Option } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { buildUrl } from "../layers/toolapps/Http.js"
-import { toolAppBySlug, toolApps } from "../layers/toolapps/Registry.js"
-import { AppApiError, type ToolAppSlug, type ToolContext, type ToolResult } from "../layers/toolapps/ToolApp.js"
+import { buildUrl } from "../layers/tools/apps/Http.js"
+import { toolAppBySlug, toolApps } from "../layers/tools/apps/Registry.js"
+import { AppApiError, type ToolAppSlug, type ToolContext, type ToolResult } from "../layers/tools/apps/ToolApp.js"
 import { apiUrls, type FakeToolApis, oauthUrls, type RecordedRequest, startFakeToolApis } from "./fakes/FakeToolApis.js"
 
 let fake: FakeToolApis

@@ -45,7 +45,7 @@ it("sends no traceparent upstream when the client sent none", async () => {
 
 it("names the nearest recorded span, skipping no-op ones, or nothing", async () => {
   const { Effect, Tracer } = await import("effect")
-  const { currentTraceparent } = await import("../src/lib/CurrentSpan.js")
+  const { currentTraceparent } = await import("../layers/lib/CurrentSpan.js")
   const client = Tracer.externalSpan({ traceId: "4bf92f3577b34da6a3ce929d0e0e4736", spanId: "00f067aa0ba902b7", sampled: true })
   const nested = currentTraceparent.pipe(Effect.withSpan("inner"), Effect.withSpan("outer"))
   // Tracing off: the spans are no-ops, the external parent's ids travel.
@@ -60,7 +60,7 @@ it("names the nearest recorded span, skipping no-op ones, or nothing", async () 
 
 it("makes per-call spans only when tracing is on, and annotates only recorded spans", async () => {
   const { Effect, Option } = await import("effect")
-  const { annotateCurrentSpan, withCallSpan } = await import("../src/lib/CurrentSpan.js")
+  const { annotateCurrentSpan, withCallSpan } = await import("../layers/lib/CurrentSpan.js")
   const inner = Effect.gen(function*() {
     yield* annotateCurrentSpan({ "gen_ai.request.model": "m" })
     return Option.getOrNull(yield* Effect.option(Effect.currentSpan))

@@ -5,8 +5,8 @@
 import { BigDecimal } from "effect"
 import OpenAI from "openai"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { MAX_REPORTED_TOKENS, usageInBounds } from "../layers/Inference.js"
-import { countPromptTokens, countTextTokens } from "../layers/Tokenizer.js"
+import { MAX_REPORTED_TOKENS, usageInBounds } from "../layers/pipeline/Inference.js"
+import { countPromptTokens, countTextTokens } from "../layers/platform/Tokenizer.js"
 import { type FakeUpstream, startFakeOpenAi } from "./fakes/FakeOpenAi.js"
 import { createEndUser, type Gateway, provisionOpenAiModel, startGateway } from "./support/Gateway.js"
 

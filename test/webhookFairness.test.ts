@@ -4,7 +4,7 @@
 // share the outbox throughout, so the limits are shown to hold across instances.
 import { randomUUID } from "node:crypto"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { BACKLOG_THRESHOLD } from "../layers/WebhookOutbox.js"
+import { BACKLOG_THRESHOLD } from "../layers/ledger/WebhookOutbox.js"
 import { startReceiver, type WebhookReceiver } from "./fakes/WebhookReceiver.js"
 import { createEndUser, createPlatform, type Gateway, ok, startGateway } from "./support/Gateway.js"
 

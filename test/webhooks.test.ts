@@ -10,18 +10,18 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { Webhook } from "standardwebhooks"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { Crypto } from "../layers/Crypto.js"
-import { DatabaseLive } from "../layers/Database.js"
-import { DatabaseUrl } from "../layers/EmbeddedPostgres.js"
+import { Crypto } from "../layers/platform/Crypto.js"
+import { DatabaseLive } from "../layers/platform/Database.js"
+import { DatabaseUrl } from "../layers/platform/EmbeddedPostgres.js"
 import {
   type BudgetEventData,
   type BudgetEventType,
   buildEnvelope,
   WAKE_CHANNEL,
   WebhookOutbox
-} from "../layers/WebhookOutbox.js"
-import { parseRetrySchedule } from "../src/lib/RetrySchedule.js"
-import { checkUrl, isBlockedAddress } from "../src/lib/SsrfGuard.js"
+} from "../layers/ledger/WebhookOutbox.js"
+import { parseRetrySchedule } from "../layers/lib/RetrySchedule.js"
+import { checkUrl, isBlockedAddress } from "../layers/lib/SsrfGuard.js"
 import { startReceiver, type WebhookReceiver } from "./fakes/WebhookReceiver.js"
 import { createEndUser, createPlatform, type Gateway, startGateway } from "./support/Gateway.js"
 

@@ -3,7 +3,7 @@
 // operator API accept http and https URLs only), and only a process in demo mode answers them.
 import { BigDecimal } from "effect"
 import type { CatalogEntry } from "../../schemas/Capabilities.js"
-import { dec } from "../../src/lib/Money.js"
+import { dec } from "../lib/Money.js"
 
 /** What an in-process provider answers: the same fields as an HTTP answer. */
 export interface DemoAnswer {

@@ -5,7 +5,7 @@
 import { BigDecimal, Duration, Effect } from "effect"
 import * as http from "node:http"
 import * as https from "node:https"
-import { checkUrl, guardedLookup } from "../../src/lib/SsrfGuard.js"
+import { checkUrl, guardedLookup } from "../lib/SsrfGuard.js"
 import { demoAnswer, isDemoUrl } from "./DemoProviders.js"
 
 /** Provider bodies above this are cut off and the run counts as unanswered. */

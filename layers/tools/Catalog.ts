@@ -1,8 +1,8 @@
 // The tool apps as the tool service serves them: lookup by slug, MCP tool names
 // (`{slug}_{tool}`, dashes as underscores) and each app's URLs after TOOLAPP_<SLUG>_* overrides.
 import { Config, Effect } from "effect"
-import { toolApps } from "../toolapps/Registry.js"
-import type { ToolApp, ToolDefinition } from "../toolapps/ToolApp.js"
+import { toolApps } from "./apps/Registry.js"
+import type { ToolApp, ToolDefinition } from "./apps/ToolApp.js"
 import type { AppUrls } from "./OAuth.js"
 
 /** A tool as MCP `tools/list` (and the hybrid loop) shows it. */

@@ -13,8 +13,8 @@ import {
 import { Effect } from "effect"
 import { randomUUID } from "node:crypto"
 import { RateLimited, ServiceUnavailable, wireError } from "../../schemas/Errors.js"
-import type { EndUserPrincipal } from "../KeyAuth.js"
-import type { ToolResult } from "../toolapps/ToolApp.js"
+import type { EndUserPrincipal } from "../access/KeyAuth.js"
+import type { ToolResult } from "./apps/ToolApp.js"
 import type { ToolListing } from "./Catalog.js"
 
 /** Clients that never DELETE their sessions cannot pile up more than this per key (least recently used closed first). */

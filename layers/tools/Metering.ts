@@ -4,12 +4,12 @@
 // all in the counter's transaction.
 import { PgClient } from "@effect/sql-pg"
 import { BigDecimal, Clock, Config, Effect, Option } from "effect"
-import { dec, sqlDec } from "../../src/lib/Money.js"
-import { isQueryCanceled } from "../../src/lib/SqlErrors.js"
-import { actorOf, BudgetLedger } from "../BudgetLedger.js"
-import { DisplayLedger } from "../DisplayLedger.js"
-import type { EndUserPrincipal } from "../KeyAuth.js"
-import { PlatformWallet } from "../PlatformWallet.js"
+import { dec, sqlDec } from "../lib/Money.js"
+import { isQueryCanceled } from "../lib/SqlErrors.js"
+import { actorOf, BudgetLedger } from "../ledger/BudgetLedger.js"
+import { DisplayLedger } from "../ledger/DisplayLedger.js"
+import type { EndUserPrincipal } from "../access/KeyAuth.js"
+import { PlatformWallet } from "../ledger/PlatformWallet.js"
 
 const ZERO = BigDecimal.make(0n, 0)
 

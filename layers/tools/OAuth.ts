@@ -2,7 +2,7 @@
 // (authorization-code exchange and refresh) with the providers' answer shapes normalised.
 import { Data, Effect } from "effect"
 import { createHash, randomBytes } from "node:crypto"
-import type { ToolApp } from "../toolapps/ToolApp.js"
+import type { ToolApp } from "./apps/ToolApp.js"
 
 /** A token endpoint refusal or failure; `error` is the OAuth error code shown on the landing page. */
 export class OAuthError extends Data.TaggedError("OAuthError")<{

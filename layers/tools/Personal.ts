@@ -10,10 +10,10 @@ import {
   SearchRequest,
   SearchResponse
 } from "../../schemas/Capabilities.js"
-import { Capabilities } from "../Capabilities.js"
-import type { EndUserPrincipal } from "../KeyAuth.js"
-import { Skills } from "../Skills.js"
-import type { ToolResult } from "../toolapps/ToolApp.js"
+import { Capabilities } from "../capabilities/Capabilities.js"
+import type { EndUserPrincipal } from "../access/KeyAuth.js"
+import { Skills } from "./Skills.js"
+import type { ToolResult } from "./apps/ToolApp.js"
 import type { ToolListing } from "./Catalog.js"
 
 const DEFAULT_PROVIDER_LIMIT = 12

@@ -1,9 +1,9 @@
 // Which keys may use the tool service: the `tools` scope, or `inference` (the default scope, so
 // keys created without scopes keep access). Capability search and run keep their own rule
-// (`inference`, layers/Capabilities.ts) wherever they are reached from.
+// (`inference`, layers/capabilities/Capabilities.ts) wherever they are reached from.
 import { Effect } from "effect"
 import { Forbidden } from "../../schemas/Errors.js"
-import type { EndUserPrincipal } from "../KeyAuth.js"
+import type { EndUserPrincipal } from "../access/KeyAuth.js"
 
 /** The scope that grants the tool service alone (tool apps, OAuth connections, MCP sessions). */
 export const TOOLS_SCOPE = "tools"

@@ -3,9 +3,9 @@
 import { HttpApiBuilder } from "@effect/platform"
 import { PgClient } from "@effect/sql-pg"
 import { Effect, Schema } from "effect"
-import { type Actor, actorOf, BudgetLedger, type LedgerChange, toBudget } from "../../layers/BudgetLedger.js"
-import { DisplayLedger } from "../../layers/DisplayLedger.js"
-import { Idempotency } from "../../layers/Idempotency.js"
+import { type Actor, actorOf, BudgetLedger, type LedgerChange, toBudget } from "../../layers/ledger/BudgetLedger.js"
+import { DisplayLedger } from "../../layers/ledger/DisplayLedger.js"
+import { Idempotency } from "../../layers/platform/Idempotency.js"
 import { Budget, BudgetUpdated, CreateBudget, LedgerAmount, LedgerEntryResponse, UpdateBudget } from "../../schemas/Budgets.js"
 import {
   AdjustWallet,
@@ -15,7 +15,7 @@ import {
   WalletTopupBody,
   WalletTopupResult
 } from "../../schemas/Wallet.js"
-import { dec } from "../lib/Money.js"
+import { dec } from "../../layers/lib/Money.js"
 import { requirePlatform } from "../http/Access.js"
 import { GatewayApi } from "../http/Api.js"
 

@@ -2,8 +2,8 @@
 // Capabilities layer so the agent tools (MCP) share them.
 import { HttpApiBuilder } from "@effect/platform"
 import { Effect } from "effect"
-import { Capabilities } from "../../layers/Capabilities.js"
-import { CurrentPrincipal } from "../../layers/KeyAuth.js"
+import { Capabilities } from "../../layers/capabilities/Capabilities.js"
+import { CurrentPrincipal } from "../../layers/access/KeyAuth.js"
 import { requireAdmin } from "../http/Access.js"
 import { GatewayApi } from "../http/Api.js"
 

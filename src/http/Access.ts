@@ -1,7 +1,7 @@
 // Who may call what: the operator plane, the platform plane (own platform only), end-user routes.
 import { Effect } from "effect"
 import { Forbidden, NotFound } from "../../schemas/Errors.js"
-import { CurrentPrincipal, type EndUserPrincipal, type PlatformPrincipal } from "../../layers/KeyAuth.js"
+import { CurrentPrincipal, type EndUserPrincipal, type PlatformPrincipal } from "../../layers/access/KeyAuth.js"
 
 /** Operator endpoints: only the admin key. */
 export const requireAdmin = Effect.gen(function*() {

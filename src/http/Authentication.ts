@@ -5,10 +5,10 @@
 // platform's cached admission state (AdmissionCache) once it has answered.
 import { HttpApiMiddleware, HttpApiSecurity, HttpServerRequest } from "@effect/platform"
 import { Effect, Layer, Schema } from "effect"
-import { CurrentPrincipal, KeyAuth, type Principal } from "../../layers/KeyAuth.js"
+import { CurrentPrincipal, KeyAuth, type Principal } from "../../layers/access/KeyAuth.js"
 import { Forbidden, Unauthorized } from "../../schemas/Errors.js"
 import { makeReadYourWrites } from "./Consistency.js"
-import { annotateCurrentSpan } from "../lib/CurrentSpan.js"
+import { annotateCurrentSpan } from "../../layers/lib/CurrentSpan.js"
 
 /** Inference itself: admission counts queued settlements exactly, without waiting. */
 const INFERENCE_ROUTES = new Set(["/v1/chat/completions", "/v1/responses"])

@@ -4,8 +4,8 @@
 // state once it has answered (so the next call's checks see the write).
 import { HttpApp } from "@effect/platform"
 import { Effect } from "effect"
-import { AdmissionCache } from "../../layers/AdmissionCache.js"
-import { Settlements } from "../../layers/Settlements.js"
+import { AdmissionCache } from "../../layers/pipeline/AdmissionCache.js"
+import { Settlements } from "../../layers/ledger/Settlements.js"
 
 /** `platformId` undefined: the operator, whose requests concern every platform. */
 export interface ConsistencyScope {

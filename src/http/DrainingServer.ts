@@ -8,8 +8,8 @@
 import { NodeHttpServer } from "@effect/platform-node"
 import { Config, ConfigError, Duration, Effect, Either, Layer } from "effect"
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http"
-import { countConfig, durationMsConfig } from "../lib/ConfigValues.js"
-import { shutdownTimeout } from "../StopSignals.js"
+import { countConfig, durationMsConfig } from "../../layers/lib/ConfigValues.js"
+import { shutdownTimeout } from "../../layers/lib/StopTimes.js"
 
 /** Takes a request (true) or leaves it to the platform's handler (false). */
 export type FrontRoute = (req: IncomingMessage, res: ServerResponse) => boolean

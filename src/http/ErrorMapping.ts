@@ -15,10 +15,10 @@ import {
   ValidationError,
   type WireError
 } from "../../schemas/Errors.js"
-import { RateLimiterUnavailable } from "../../layers/RateLimiter.js"
-import { MAX_CHECKED_NUMBERS, scanJsonText } from "../lib/JsonText.js"
-import { isDatabaseOutage } from "../lib/SqlErrors.js"
-import { findUnstorable, toStorableText } from "../lib/StorableText.js"
+import { RateLimiterUnavailable } from "../../layers/pipeline/RateLimiter.js"
+import { MAX_CHECKED_NUMBERS, scanJsonText } from "../../layers/lib/JsonText.js"
+import { isDatabaseOutage } from "../../layers/lib/SqlErrors.js"
+import { findUnstorable, toStorableText } from "../../layers/lib/StorableText.js"
 import { GatewayApi } from "./Api.js"
 import { clientValidation } from "./DecodeIssues.js"
 import { readBodyText, withBodyText } from "./RequestBody.js"
@@ -78,7 +78,7 @@ const tooLarge = () => new PayloadTooLarge({ code: "payload_too_large", message:
 
 /**
  * The checks every body gets before routing: its declared type and length, its size, and one
- * scan of its JSON text (src/lib/JsonText.ts) for nesting depth, number literals a float64
+ * scan of its JSON text (layers/lib/JsonText.ts) for nesting depth, number literals a float64
  * cannot hold (handed on as strings: money decodes them exactly, other numbers refuse them) and
  * text Postgres cannot store (refused here, naming the field, before anything is billed). `read`
  * reads the body (at most `MAX_BODY_BYTES`); the result is the text to parse, or null when the

@@ -10,14 +10,14 @@ import { CapabilitiesLive } from "../capabilities/Http.js"
 import { makeChatRoute } from "../inference/ChatRoute.js"
 import { InferenceLive } from "../inference/Http.js"
 import { ApiKeysLive, EndUsersLive, PlatformsLive } from "../management/Http.js"
-import { recordAddress } from "../Listeners.js"
+import { recordAddress } from "../../layers/platform/Listeners.js"
 import { ToolsLive } from "../tools/Http.js"
 import { WebhooksLive } from "../webhooks/Http.js"
 import { GatewayApi } from "./Api.js"
 import { AuthenticationLive } from "./Authentication.js"
 import { drainingServerLayer } from "./DrainingServer.js"
 import { ErrorMappingLive } from "./ErrorMapping.js"
-import { embeddedDatabase, withDefaultFrom } from "../lib/ConfigValues.js"
+import { embeddedDatabase, withDefaultFrom } from "../../layers/lib/ConfigValues.js"
 
 const HealthLive = HttpApiBuilder.Router.use((router) =>
   router.get("/health", HttpServerResponse.unsafeJson({ status: "ok" }))

@@ -1,8 +1,8 @@
 // What the runtime answers share: the caller check, OpenAI's x-ratelimit-* headers, the 429 of a
 // refused admission, and SSE framing (events of one upstream batch written together).
 import { Chunk, Effect, Stream } from "effect"
-import type { Principal } from "../../layers/KeyAuth.js"
-import type { RateLimitExceeded, RateLimitState } from "../../layers/RateLimiter.js"
+import type { Principal } from "../../layers/access/KeyAuth.js"
+import type { RateLimitExceeded, RateLimitState } from "../../layers/pipeline/RateLimiter.js"
 import { Forbidden, RateLimited } from "../../schemas/Errors.js"
 
 /** Runtime routes: platform and end-user keys; the operator key has no platform. */

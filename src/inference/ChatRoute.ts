@@ -8,14 +8,14 @@ import { Headers, HttpApiError, HttpRouter, HttpServerError, HttpTraceContext } 
 import { Cause, Context, Effect, FiberRef, FiberRefs, Option, Runtime, Schema, Stream } from "effect"
 import * as FindMyWay from "find-my-way-ts"
 import type { IncomingMessage, ServerResponse } from "node:http"
-import { type Caller, Inference } from "../../layers/Inference.js"
-import { KeyAuth } from "../../layers/KeyAuth.js"
+import { type Caller, Inference } from "../../layers/pipeline/Inference.js"
+import { KeyAuth } from "../../layers/access/KeyAuth.js"
 import { type ChatChunk, type ChatRequest, ChatRequestBody } from "../../schemas/Chat.js"
 import { BadRequest, ValidationError, wireError } from "../../schemas/Errors.js"
 import { apiErrorOf, checkedBody } from "../http/ErrorMapping.js"
 import { readNodeBody } from "../http/RequestBody.js"
-import { annotateCurrentSpan, tracingEnabled } from "../lib/CurrentSpan.js"
-import { pullEach } from "../lib/StreamPull.js"
+import { annotateCurrentSpan, tracingEnabled } from "../../layers/lib/CurrentSpan.js"
+import { pullEach } from "../../layers/lib/StreamPull.js"
 import { rateLimitHeaders, refusal, runtimeCaller, sseHeaders, sseText } from "./Answers.js"
 
 /**
@@ -63,7 +63,7 @@ const chatEvent = (chunk: ChatChunk) => `data: ${JSON.stringify(chunk)}\n\n`
  * Writes a JSON reply; an SSE reply streams, waiting for the socket to drain when it must. The
  * events are encoded and [DONE] added here, by the consumer, not by stages of the stream: every
  * Effect Stream stage costs on each stream (a concat alone about 140 us). The stream is pulled
- * (src/lib/StreamPull.ts), not run into a sink, and its finalizers, the settlement among them,
+ * (layers/lib/StreamPull.ts), not run into a sink, and its finalizers, the settlement among them,
  * have run before the answer ends.
  */
 const send = (res: ServerResponse, reply: Reply): Effect.Effect<void> => {

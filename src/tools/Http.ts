@@ -2,10 +2,10 @@
 import { HttpApiBuilder, HttpServerRequest } from "@effect/platform"
 import { Effect } from "effect"
 import { Unauthorized } from "../../schemas/Errors.js"
-import { ToolHost } from "../../layers/ToolHost.js"
+import { ToolHost } from "../../layers/tools/ToolHost.js"
 import { requireEndUser, requirePlatform } from "../http/Access.js"
 import { GatewayApi } from "../http/Api.js"
-import { Listeners, mcpPublicUrl } from "../Listeners.js"
+import { Listeners, mcpPublicUrl } from "../../layers/platform/Listeners.js"
 
 export const ToolsLive = HttpApiBuilder.group(GatewayApi, "tools", (handlers) =>
   Effect.gen(function*() {

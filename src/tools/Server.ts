@@ -11,16 +11,16 @@ import {
 import { SqlError } from "@effect/sql/SqlError"
 import { Cause, Config, Effect, Layer, Option } from "effect"
 import { BadRequest, Forbidden, type NotFound, PayloadTooLarge, type Unauthorized, ValidationError } from "../../schemas/Errors.js"
-import type { EndUserPrincipal } from "../../layers/KeyAuth.js"
-import { KeyAuth } from "../../layers/KeyAuth.js"
-import { ToolHost } from "../../layers/ToolHost.js"
+import type { EndUserPrincipal } from "../../layers/access/KeyAuth.js"
+import { KeyAuth } from "../../layers/access/KeyAuth.js"
+import { ToolHost } from "../../layers/tools/ToolHost.js"
 import { makeReadYourWrites } from "../http/Consistency.js"
 import { drainingServerLayer } from "../http/DrainingServer.js"
 import { host } from "../http/Server.js"
-import { recordAddress } from "../Listeners.js"
-import { isDatabaseOutage } from "../lib/SqlErrors.js"
-import { mcpPublicUrl } from "../Listeners.js"
-import { annotateCurrentSpan } from "../lib/CurrentSpan.js"
+import { recordAddress } from "../../layers/platform/Listeners.js"
+import { isDatabaseOutage } from "../../layers/lib/SqlErrors.js"
+import { mcpPublicUrl } from "../../layers/platform/Listeners.js"
+import { annotateCurrentSpan } from "../../layers/lib/CurrentSpan.js"
 
 /** MCP messages are small; the SDK's own default bound. */
 const MAX_MCP_BODY_BYTES = 4 * 1024 * 1024

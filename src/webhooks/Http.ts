@@ -2,7 +2,7 @@
 // The group brings its own WebhookEndpoints service (it needs only PgClient and Crypto).
 import { HttpApiBuilder } from "@effect/platform"
 import { Effect, Layer } from "effect"
-import { WebhookEndpoints } from "../../layers/WebhookOutbox.js"
+import { WebhookEndpoints } from "../../layers/ledger/WebhookOutbox.js"
 import { requirePlatform } from "../http/Access.js"
 import { GatewayApi } from "../http/Api.js"
 

@@ -5,9 +5,9 @@ import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { appLayer, type CoreLive } from "../../src/App.js"
-import { Listeners } from "../../src/Listeners.js"
-import { mintKey } from "../../layers/KeyFormat.js"
-import { Settlements } from "../../layers/Settlements.js"
+import { Listeners } from "../../layers/platform/Listeners.js"
+import { mintKey } from "../../layers/access/KeyFormat.js"
+import { Settlements } from "../../layers/ledger/Settlements.js"
 import { createTestDatabase, type TestDatabase } from "./TestDatabase.js"
 
 export interface ApiResponse<T = any> {

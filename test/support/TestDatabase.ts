@@ -3,7 +3,7 @@ import { Effect, Layer, Redacted } from "effect"
 import pg from "pg"
 import { randomBytes } from "node:crypto"
 import { inject } from "vitest"
-import { DatabaseUrl } from "../../layers/EmbeddedPostgres.js"
+import { DatabaseUrl } from "../../layers/platform/EmbeddedPostgres.js"
 
 export interface TestDatabase {
   readonly url: string

@@ -7,7 +7,7 @@ import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import type { TestProject } from "vitest/node"
-import { startEmbedded } from "../../layers/EmbeddedPostgres.js"
+import { startEmbedded } from "../../layers/platform/EmbeddedPostgres.js"
 
 declare module "vitest" {
   export interface ProvidedContext {

@@ -4,8 +4,8 @@
 // and their clients, still connected, got a 499. With a TTL of 0 nothing is shared or kept.
 import { expect, it } from "@effect/vitest"
 import { BigDecimal, ConfigProvider, Deferred, Effect, Fiber, Layer } from "effect"
-import { AdmissionCache, type CachedAdmission } from "../../layers/AdmissionCache.js"
-import type { AdmissionSnapshot } from "../../layers/AdmissionSnapshot.js"
+import { AdmissionCache, type CachedAdmission } from "../../layers/pipeline/AdmissionCache.js"
+import type { AdmissionSnapshot } from "../../layers/pipeline/AdmissionSnapshot.js"
 
 const zero = BigDecimal.make(0n, 0)
 const entry: CachedAdmission = {

@@ -3,7 +3,7 @@
 // variable reads the one duration format, Effect's spelling included (older settings).
 import { ConfigProvider, Effect, Either } from "effect"
 import { describe, expect, it } from "vitest"
-import { bytesConfig, countConfig, durationMsConfig, parseBytes, parseDurationMs } from "../../src/lib/ConfigValues.js"
+import { bytesConfig, countConfig, durationMsConfig, parseBytes, parseDurationMs } from "../../layers/lib/ConfigValues.js"
 
 const read = <A>(config: Effect.Effect<A, unknown>, env: Record<string, string>) =>
   Effect.runSync(Effect.either(config.pipe(Effect.withConfigProvider(ConfigProvider.fromMap(new Map(Object.entries(env)))))))

@@ -6,7 +6,7 @@ import { Config, ConfigProvider, Effect, Either } from "effect"
 import { describe, expect, it } from "vitest"
 import { host } from "../../src/http/Server.js"
 import { demoEnabled } from "../../src/Demo.js"
-import { allowPrivateUrls } from "../../src/lib/SsrfGuard.js"
+import { allowPrivateUrls } from "../../layers/lib/SsrfGuard.js"
 
 const read = <A>(config: Config.Config<A>, env: Record<string, string>) =>
   Effect.runSync(Effect.either(Effect.withConfigProvider(config, ConfigProvider.fromMap(new Map(Object.entries(env))))))

@@ -5,7 +5,7 @@ import { chmodSync, mkdirSync, mkdtempSync, rmSync, statSync, symlinkSync } from
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { afterAll, describe, expect, it } from "vitest"
-import { firstUnenterable } from "../../layers/EmbeddedPostgres.js"
+import { firstUnenterable } from "../../layers/platform/EmbeddedPostgres.js"
 
 const base = mkdtempSync(join(tmpdir(), "gateway-unenterable-"))
 afterAll(() => rmSync(base, { recursive: true, force: true }))

@@ -5,7 +5,7 @@ import { readFileSync } from "node:fs"
 import { fileURLToPath } from "node:url"
 import { describe, expect, it } from "vitest"
 import { parse as parseYaml } from "yaml"
-import { GatewayConfigFile } from "../../layers/ModelCatalog.js"
+import { GatewayConfigFile } from "../../layers/tenancy/ModelCatalog.js"
 
 const file = fileURLToPath(new URL("../../gateway.example.yaml", import.meta.url))
 

@@ -1,10 +1,10 @@
-// Redaction of a provider's text before it is logged (layers/upstream/FailureLog.ts): the call's
+// Redaction of a provider's text before it is logged (layers/pipeline/upstream/FailureLog.ts): the call's
 // provider key wherever it appears (even cut off at the end of a body prefix), and credential
 // shapes whoever wrote them; and the failure log line itself, written outside any span.
 import { describe, expect, it } from "@effect/vitest"
 import { Context, Effect, FiberRef, FiberRefs, Logger, Option, Tracer } from "effect"
-import { loggedDetail, logUpstreamFailure, redactSecrets } from "../../layers/upstream/FailureLog.js"
-import { UpstreamError } from "../../layers/upstream/Upstream.js"
+import { loggedDetail, logUpstreamFailure, redactSecrets } from "../../layers/pipeline/upstream/FailureLog.js"
+import { UpstreamError } from "../../layers/pipeline/upstream/Upstream.js"
 
 const KEY = "tenant-provider-key-8f3a9c0d1e2b"
 

@@ -1,13 +1,13 @@
-// The body check's scan (src/lib/JsonText.ts), the exactness rule for number literals
-// (src/lib/JsonNumbers.ts), money parsing with its bounds (src/lib/Money.ts), the money schemas
+// The body check's scan (layers/lib/JsonText.ts), the exactness rule for number literals
+// (layers/lib/JsonNumbers.ts), money parsing with its bounds (layers/lib/Money.ts), the money schemas
 // and storable text, without HTTP. Random JSON from fast-check drives the properties.
 import { BigDecimal, FastCheck as fc, Schema } from "effect"
 import { describe, expect, it } from "vitest"
 import { Money, MoneyNumber } from "../../schemas/Common.js"
-import { losesPrecision, mustQuote } from "../../src/lib/JsonNumbers.js"
-import { type JsonTextScan, MAX_CHECKED_NUMBERS, scanJsonText } from "../../src/lib/JsonText.js"
-import { parseMoney } from "../../src/lib/Money.js"
-import { findUnstorable, isStorableText, toStorable, toStorableText } from "../../src/lib/StorableText.js"
+import { losesPrecision, mustQuote } from "../../layers/lib/JsonNumbers.js"
+import { type JsonTextScan, MAX_CHECKED_NUMBERS, scanJsonText } from "../../layers/lib/JsonText.js"
+import { parseMoney } from "../../layers/lib/Money.js"
+import { findUnstorable, isStorableText, toStorable, toStorableText } from "../../layers/lib/StorableText.js"
 
 const scan = (text: string, depth = 64): JsonTextScan => {
   const result = scanJsonText(text, depth)

@@ -2,11 +2,11 @@
 // key swapped for a stub layer, and time moved with TestClock (key expiry).
 import { expect, it, layer } from "@effect/vitest"
 import { Effect, Either, Layer, Redacted, TestClock } from "effect"
-import { AdminKey } from "../../layers/AdminKey.js"
-import { ApiKeys } from "../../layers/ApiKeys.js"
-import { DatabaseLive } from "../../layers/Database.js"
-import { CurrentPrincipal, KeyAuth } from "../../layers/KeyAuth.js"
-import { Platforms } from "../../layers/Platforms.js"
+import { AdminKey } from "../../layers/access/AdminKey.js"
+import { ApiKeys } from "../../layers/tenancy/ApiKeys.js"
+import { DatabaseLive } from "../../layers/platform/Database.js"
+import { CurrentPrincipal, KeyAuth } from "../../layers/access/KeyAuth.js"
+import { Platforms } from "../../layers/tenancy/Platforms.js"
 import { requireAdmin, requirePlatform } from "../../src/http/Access.js"
 import { TestDatabaseUrlLive } from "../support/TestDatabase.js"
 

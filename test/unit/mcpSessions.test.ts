@@ -2,7 +2,7 @@
 // Requests, stub tool handlers, and TestClock for the idle time and lifetime.
 import { expect, it } from "@effect/vitest"
 import { Deferred, Effect, Fiber, TestClock } from "effect"
-import type { EndUserPrincipal } from "../../layers/KeyAuth.js"
+import type { EndUserPrincipal } from "../../layers/access/KeyAuth.js"
 import { makeMcpSessions, MAX_SESSIONS_PER_KEY, type SessionLimits } from "../../layers/tools/McpSessions.js"
 
 const IDLE = 60_000

@@ -1,9 +1,9 @@
-// The mock-tools rules (layers/upstream/Mock.ts) on plain requests: which tool, which arguments,
+// The mock-tools rules (layers/pipeline/upstream/Mock.ts) on plain requests: which tool, which arguments,
 // the answer to a tool result, and that other mock model ids keep echoing.
 import { Chunk, Effect, Stream } from "effect"
 import { describe, expect, it } from "vitest"
 import type { ChatRequest } from "../../schemas/Chat.js"
-import { mockArguments, mockToolsAnswer, MockAdapter } from "../../layers/upstream/Mock.js"
+import { mockArguments, mockToolsAnswer, MockAdapter } from "../../layers/pipeline/upstream/Mock.js"
 
 const tool = (name: string, parameters?: Record<string, unknown>) => ({
   type: "function" as const,

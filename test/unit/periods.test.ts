@@ -1,9 +1,9 @@
 // nextPeriodStart against currentPeriodStart, the ledger's own rule: a period reset is due at a
 // time exactly when that time is at or past the next period start. The one-statement settlement
-// relies on it to write a call without a reset (layers/Settlements.ts).
+// relies on it to write a call without a reset (layers/ledger/Settlements.ts).
 import fc from "fast-check"
 import { expect, it } from "vitest"
-import { currentPeriodStart, nextPeriodStart } from "../../src/lib/Periods.js"
+import { currentPeriodStart, nextPeriodStart } from "../../layers/lib/Periods.js"
 
 const YEAR_MS = 365 * 24 * 60 * 60 * 1000
 const instant = fc.integer({ min: Date.UTC(2020, 0, 1), max: Date.UTC(2030, 0, 1) })

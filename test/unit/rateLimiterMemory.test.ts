@@ -2,7 +2,7 @@
 // rpd reset, all-or-nothing refusals, header state, and exactness under concurrent fibers.
 import { expect, it } from "@effect/vitest"
 import { ConfigProvider, Effect, Either, Layer, TestClock } from "effect"
-import { RateLimiter, RateLimitExceeded, type RateLimits } from "../../layers/RateLimiter.js"
+import { RateLimiter, RateLimitExceeded, type RateLimits } from "../../layers/pipeline/RateLimiter.js"
 
 let n = 0
 const subject = (name: string) => `${name}-${++n}`

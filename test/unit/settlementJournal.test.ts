@@ -7,8 +7,8 @@ import { appendFileSync, copyFileSync, mkdtempSync, readdirSync, readFileSync, r
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { afterEach, describe, expect, it } from "vitest"
-import { openJournal } from "../../layers/SettlementJournal.js"
-import type { Settlement } from "../../layers/Settlements.js"
+import { openJournal } from "../../layers/ledger/SettlementJournal.js"
+import type { Settlement } from "../../layers/ledger/Settlement.js"
 
 const dirs: Array<string> = []
 const freshDir = () => {

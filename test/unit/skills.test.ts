@@ -3,9 +3,9 @@
 import { expect, layer } from "@effect/vitest"
 import { PgClient } from "@effect/sql-pg"
 import { Effect, Layer } from "effect"
-import { DatabaseLive } from "../../layers/Database.js"
-import type { EndUserPrincipal } from "../../layers/KeyAuth.js"
-import { Skills } from "../../layers/Skills.js"
+import { DatabaseLive } from "../../layers/platform/Database.js"
+import type { EndUserPrincipal } from "../../layers/access/KeyAuth.js"
+import { Skills } from "../../layers/tools/Skills.js"
 import { TestDatabaseUrlLive } from "../support/TestDatabase.js"
 
 const TestLayer = Skills.Default.pipe(Layer.provideMerge(DatabaseLive), Layer.provide(TestDatabaseUrlLive))

@@ -3,9 +3,9 @@
 // before the first chunk the attempt fails (the router may fail over), after it the stream fails.
 import { describe, expect, it } from "@effect/vitest"
 import { Chunk, Effect, Either, Option, Stream } from "effect"
-import type { ByteSource } from "../../layers/upstream/Http.js"
-import { emit, SseParser, sseChunks } from "../../layers/upstream/Sse.js"
-import { UpstreamError } from "../../layers/upstream/Upstream.js"
+import type { ByteSource } from "../../layers/pipeline/upstream/Http.js"
+import { emit, SseParser, sseChunks } from "../../layers/pipeline/upstream/Sse.js"
+import { UpstreamError } from "../../layers/pipeline/upstream/Upstream.js"
 import type { ChatChunk } from "../../schemas/Chat.js"
 
 const bytes = (text: string) => new TextEncoder().encode(text)

@@ -7,7 +7,7 @@ import * as http from "node:http"
 import type { AddressInfo } from "node:net"
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest"
 import { callProvider } from "../../layers/capabilities/ProviderCall.js"
-import { checkUrl, guardedLookup, isBlockedAddress } from "../../src/lib/SsrfGuard.js"
+import { checkUrl, guardedLookup, isBlockedAddress } from "../../layers/lib/SsrfGuard.js"
 import { createEndUser, createPlatform, type Gateway, startGateway } from "../support/Gateway.js"
 
 // The guard resolves through this module's `lookup`; a test swaps one answer in to play a

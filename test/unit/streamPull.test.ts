@@ -1,11 +1,11 @@
-// pullEach (src/lib/StreamPull.ts): every batch reaches the writer, waits are honoured, and the
+// pullEach (layers/lib/StreamPull.ts): every batch reaches the writer, waits are honoured, and the
 // stream's finalizers have run when it returns, whether the stream ended, died or was
 // interrupted. It closes its scope only on failure, so the first test pins the Effect behaviour
 // that makes that sound: a channel that ends in a continuation runs its stages' finalizers
 // during the pull that reaches the end.
 import { describe, expect, it } from "@effect/vitest"
 import { Chunk, Deferred, Effect, Exit, Fiber, Option, Stream } from "effect"
-import { pullEach } from "../../src/lib/StreamPull.js"
+import { pullEach } from "../../layers/lib/StreamPull.js"
 
 /** The chat stream's shape: a pulled source with its own finalizer, a catchAll, an outer finalizer. */
 const chatLike = (batches: ReadonlyArray<ReadonlyArray<number>>, log: Array<string>, end: Effect.Effect<never, Option.Option<string>>) =>

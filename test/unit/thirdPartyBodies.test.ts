@@ -1,12 +1,12 @@
 // Answers of third-party APIs are read up to a cap, not whole: a capability provider's body
-// (layers/capabilities/ProviderCall.ts) and a tool app's API answer (layers/toolapps/Http.ts).
+// (layers/capabilities/ProviderCall.ts) and a tool app's API answer (layers/tools/apps/Http.ts).
 // A server that would answer 1 GiB (made lazily) sees its socket closed far below that.
 import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
 import * as http from "node:http"
 import type { AddressInfo } from "node:net"
 import { callProvider } from "../../layers/capabilities/ProviderCall.js"
-import { callApi, MAX_APP_ANSWER_BYTES } from "../../layers/toolapps/Http.js"
+import { callApi, MAX_APP_ANSWER_BYTES } from "../../layers/tools/apps/Http.js"
 
 const GIB = 1024 ** 3
 const FILL = Buffer.alloc(64 * 1024, "a")

@@ -3,14 +3,14 @@
 // refusal that names it. A misspelt name would silently leave the default in force.
 import { Config, ConfigProvider, Duration, Effect, Either } from "effect"
 import { describe, expect, it } from "vitest"
-import { admissionCacheTtlMs } from "../../layers/AdmissionCache.js"
-import { capabilityTiming } from "../../layers/Capabilities.js"
-import { upstreamTimeoutMs } from "../../layers/Inference.js"
-import { settlementLingerMs } from "../../layers/Settlements.js"
-import { mcpSessionTtl } from "../../layers/ToolHost.js"
+import { admissionCacheTtlMs } from "../../layers/pipeline/AdmissionCache.js"
+import { capabilityTiming } from "../../layers/capabilities/Capabilities.js"
+import { upstreamTimeoutMs } from "../../layers/pipeline/Inference.js"
+import { settlementLingerMs } from "../../layers/ledger/Settlements.js"
+import { mcpSessionTtl } from "../../layers/tools/ToolHost.js"
 import { connectionLimits } from "../../src/http/DrainingServer.js"
-import { DEFAULT_RETRY_SCHEDULE, retryScheduleConfig } from "../../src/lib/RetrySchedule.js"
-import { forceStopAfter, shutdownTimeout } from "../../src/StopSignals.js"
+import { DEFAULT_RETRY_SCHEDULE, retryScheduleConfig } from "../../layers/lib/RetrySchedule.js"
+import { forceStopAfter, shutdownTimeout } from "../../layers/lib/StopTimes.js"
 import { metricExportIntervalMs } from "../../src/Tracing.js"
 
 const read = <A>(config: Config.Config<A>, env: Record<string, string>) =>

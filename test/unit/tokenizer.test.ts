@@ -2,7 +2,7 @@
 // history every turn, a system prompt comes with every call), with the same result as counting it
 // again; the memory is bounded (least recently used dropped), for long and short texts apart.
 import { describe, expect, it } from "vitest"
-import { cachedCounter, countPromptTokens, countTextTokens } from "../../layers/Tokenizer.js"
+import { cachedCounter, countPromptTokens, countTextTokens } from "../../layers/platform/Tokenizer.js"
 
 describe("token counting", () => {
   it("counts a text once, and drops the least recently used past its bound", () => {

@@ -16,7 +16,7 @@ import {
   o200kCore,
   PIECE_CHARS,
   SLICE_CHARS
-} from "../../layers/Tokenizer.js"
+} from "../../layers/platform/Tokenizer.js"
 
 const exact = (text: string) => libraryCount(text, { disallowedSpecial: new Set() })
 

@@ -5,7 +5,7 @@
 import { countTokens as libraryCount } from "gpt-tokenizer/encoding/o200k_base"
 import { readFileSync } from "node:fs"
 import { describe, expect, it } from "vitest"
-import { countPromptTokens, countTextTokens } from "../../layers/Tokenizer.js"
+import { countPromptTokens, countTextTokens } from "../../layers/platform/Tokenizer.js"
 
 const exact = (text: string) => libraryCount(text, { disallowedSpecial: new Set() })
 const prompt = (name: string) => readFileSync(new URL(`../fixtures/prompts/${name}`, import.meta.url), "utf8")

@@ -2,7 +2,7 @@
 // would silently leave the default in force).
 import { ConfigProvider, Effect, Either } from "effect"
 import { describe, expect, it } from "vitest"
-import { dispatchLimitsConfig, maxEndpointsConfig } from "../../layers/WebhookOutbox.js"
+import { dispatchLimitsConfig, maxEndpointsConfig } from "../../layers/ledger/WebhookOutbox.js"
 
 const read = <A>(config: Effect.Effect<A, unknown>, env: Record<string, string>) =>
   Effect.runSync(Effect.either(config.pipe(Effect.withConfigProvider(ConfigProvider.fromMap(new Map(Object.entries(env)))))))

@@ -1,13 +1,13 @@
-// The compiled checks of the upstream wire schemas (src/lib/WireCheck.ts) against Schema itself:
+// The compiled checks of the upstream wire schemas (layers/lib/WireCheck.ts) against Schema itself:
 // a value the check accepts is one Schema accepts (then the adapters use it as it is), and the
 // check accepts what Schema generates (else it would save nothing). Values: Schema's own
 // arbitraries, the same with one node replaced by random JSON, and random JSON.
 import { Arbitrary, FastCheck as fc, Schema } from "effect"
 import { describe, expect, it } from "vitest"
-import { EventWire as AnthropicEventWire, MessageWire } from "../../layers/upstream/Anthropic.js"
-import { ChunkWire, CompletionWire } from "../../layers/upstream/OpenAi.js"
-import { EventWire as ResponsesEventWire, ResponseWire } from "../../layers/upstream/OpenAiResponses.js"
-import { compiledCheck } from "../../src/lib/WireCheck.js"
+import { EventWire as AnthropicEventWire, MessageWire } from "../../layers/pipeline/upstream/Anthropic.js"
+import { ChunkWire, CompletionWire } from "../../layers/pipeline/upstream/OpenAi.js"
+import { EventWire as ResponsesEventWire, ResponseWire } from "../../layers/pipeline/upstream/OpenAiResponses.js"
+import { compiledCheck } from "../../layers/lib/WireCheck.js"
 
 const wires: Record<string, Schema.Schema<any, any, never>> = {
   CompletionWire,

@@ -1,0 +1,684 @@
+// Capabilities: the paid-provider catalog (seeded from catalog/capabilities.json at start), the
+// per-platform policy, full-text search, and runs: hold on the budget, one provider call, then
+// one settlement transaction (budget debit row, platform wallet debit, `capability` log row).
+// Provider credentials come from the catalog file (which environment variable, which header)
+// and the environment (the value, read at each call); the database never holds them.
+import { PgClient } from "@effect/sql-pg"
+import { BigDecimal, Clock, Config, Duration, Effect, Option, Redacted, Schedule, Schema } from "effect"
+import { readFileSync } from "node:fs"
+import { packageFile } from "../lib/PackageRoot.js"
+import {
+  type CapabilityDetail,
+  type CapabilityList,
+  type CapabilityProvider,
+  type CapabilityShelf,
+  CatalogFile,
+  type CatalogEntry,
+  type ProviderAuth,
+  type CatalogUpserted,
+  type FinalState,
+  type PolicyState,
+  PROVIDER_LIST_CAP,
+  type ProviderFilter,
+  type RunRequest,
+  type RunResponse,
+  type SearchResponse
+} from "../../schemas/Capabilities.js"
+import { Forbidden, NotFound, PaymentRequired } from "../../schemas/Errors.js"
+import { CapabilityPolicy } from "../../schemas/Platforms.js"
+import { durationMsConfig } from "../lib/ConfigValues.js"
+import { isUuid } from "../lib/Ids.js"
+import { dec, sqlDec } from "../lib/Money.js"
+import { isQueryCanceled } from "../lib/SqlErrors.js"
+import { demoEnabled } from "../lib/DemoMode.js"
+import { allowPrivateUrls } from "../lib/SsrfGuard.js"
+import { AdmissionCache } from "../pipeline/AdmissionCache.js"
+import { actorOf, BudgetLedger, type BudgetRow } from "../ledger/BudgetLedger.js"
+import { demoCatalog } from "./DemoProviders.js"
+import { callProvider, type CallOutcome, type Credential } from "./ProviderCall.js"
+import { openHoldsSql, platformOpenHoldsUsd } from "../ledger/Holds.js"
+import type { EndUserPrincipal, Principal } from "../access/KeyAuth.js"
+import { PlatformWallet } from "../ledger/PlatformWallet.js"
+
+export { openHoldsSql } from "../ledger/Holds.js"
+
+// --- rows and policy --------------------------------------------------------------------------
+
+interface CapabilityRow {
+  readonly id: string
+  readonly slug: string
+  readonly name: string
+  readonly description: string | null
+  readonly domains: ReadonlyArray<string>
+  readonly minted_by: "seed" | "classifier"
+  readonly is_active: boolean
+}
+
+interface ProviderRow {
+  readonly id: string
+  readonly capability_id: string
+  readonly slug: string
+  readonly name: string | null
+  readonly description: string | null
+  readonly url: string | null
+  readonly call_method: string
+  readonly protocol: string
+  readonly min_price_usd: string | null
+  readonly median_price_usd: string | null
+  readonly max_price_usd: string | null
+  readonly rating: string | null
+  readonly availability: "healthy" | "unknown" | "down"
+  readonly last_synced_at: Date | null
+  readonly input_example: unknown
+  readonly input_schema: unknown
+  readonly is_active: boolean
+}
+
+interface JoinedRow extends ProviderRow {
+  readonly capability_slug: string
+}
+
+/** A platform's `settings.capabilities`, with the defaults applied. */
+export interface Policy {
+  readonly enabled: boolean
+  readonly ceiling: BigDecimal.BigDecimal | null
+  readonly allowlist: ReadonlyArray<string> | null
+  readonly denylist: ReadonlyArray<string>
+  readonly chargeFailedCalls: boolean
+}
+
+const decodePolicy = Schema.decodeUnknownOption(CapabilityPolicy)
+
+export const policyOf = (raw: unknown): Policy => {
+  const p = Option.getOrUndefined(decodePolicy(raw ?? {}))
+  return {
+    enabled: p?.enabled === true,
+    ceiling: p?.max_price_usd == null ? null : dec(p.max_price_usd),
+    allowlist: p?.allowlist ?? null,
+    denylist: p?.denylist ?? [],
+    chargeFailedCalls: p?.charge_failed_calls ?? true
+  }
+}
+
+export const uidOf = (providerId: string) => `cap_${providerId}`
+
+const price = (value: string | null) => (value === null ? null : dec(value))
+
+/** What a run reserves and what the ceiling is compared with: the worst observed price. */
+const reservePrice = (p: ProviderRow) => price(p.max_price_usd) ?? price(p.median_price_usd) ?? price(p.min_price_usd)
+
+/** The typical price: cost sorting, `max_cost`, `max_pay` admission, and the unreported-cost default. */
+const quotedPrice = (p: ProviderRow) => price(p.median_price_usd) ?? price(p.min_price_usd) ?? price(p.max_price_usd)
+
+/**
+ * denylisted > not_allowlisted > above_ceiling > in_policy. A list entry names a provider by
+ * its slug, its uid, `capability/provider`, or a whole capability by its slug.
+ */
+export const policyStateOf = (policy: Policy, capabilitySlug: string, p: ProviderRow): PolicyState => {
+  const names = [p.slug, uidOf(p.id), `${capabilitySlug}/${p.slug}`, capabilitySlug]
+  if (policy.denylist.some((entry) => names.includes(entry))) return "denylisted"
+  if (policy.allowlist !== null && !policy.allowlist.some((entry) => names.includes(entry))) return "not_allowlisted"
+  const reserve = reservePrice(p)
+  if (reserve === null) return "above_ceiling" // unpriced: nothing could be held for it
+  if (policy.ceiling !== null && BigDecimal.greaterThan(reserve, policy.ceiling)) return "above_ceiling"
+  return "in_policy"
+}
+
+const rating = (p: ProviderRow) => (p.rating === null ? null : Number(p.rating))
+
+const toProvider = (policy: Policy, capabilitySlug: string, p: ProviderRow): CapabilityProvider => ({
+  uid: uidOf(p.id),
+  slug: p.slug,
+  name: p.name,
+  description: p.description,
+  url: p.url,
+  min_price_usd: price(p.min_price_usd),
+  median_price_usd: price(p.median_price_usd),
+  max_price_usd: price(p.max_price_usd),
+  rating: rating(p),
+  availability: p.availability,
+  last_synced_at: p.last_synced_at,
+  policy_state: policyStateOf(policy, capabilitySlug, p),
+  call_method: p.call_method,
+  input_example: p.input_example ?? null,
+  input_schema: p.input_schema ?? null
+})
+
+const compareNullableDec = (a: BigDecimal.BigDecimal | null, b: BigDecimal.BigDecimal | null) =>
+  a === null ? (b === null ? 0 : 1) : b === null ? -1 : BigDecimal.Order(a, b)
+
+const byCost = (a: ProviderRow, b: ProviderRow) =>
+  compareNullableDec(quotedPrice(a), quotedPrice(b)) || (rating(b) ?? -1) - (rating(a) ?? -1) || a.slug.localeCompare(b.slug)
+
+const byRating = (a: ProviderRow, b: ProviderRow) =>
+  (rating(b) ?? -1) - (rating(a) ?? -1) || compareNullableDec(quotedPrice(a), quotedPrice(b)) || a.slug.localeCompare(b.slug)
+
+const ZERO = BigDecimal.make(0n, 0)
+const notFound = new NotFound({ code: "not_found", message: "No such capability" })
+const noProvider = new NotFound({ code: "not_found", param: "capability", message: "No such capability provider (uid)" })
+
+/** A credentialed provider whose variable is unset is not called: a call without it would be a failure billed to the user. */
+const CREDENTIAL_MISSING = "the gateway has no credential configured for this provider (its operator's log names the variable); it was not called"
+
+const DEFAULT_CATALOG = packageFile("catalog/capabilities.json")
+
+/** A capability call's timeout, how long its open hold outlives it, and how often holds are swept. */
+export const capabilityTiming = Config.all({
+  timeoutMs: durationMsConfig("GATEWAY_CAPABILITY_TIMEOUT", 30_000, 1, "GATEWAY_CAPABILITY_TIMEOUT_MS"),
+  // An open hold outlives its call by this much before recovery may release it.
+  graceMs: durationMsConfig("GATEWAY_CAPABILITY_HOLD_GRACE", 60_000, 0, "GATEWAY_CAPABILITY_HOLD_GRACE_MS"),
+  sweepMs: durationMsConfig("GATEWAY_CAPABILITY_SWEEP", 30_000, 1, "GATEWAY_CAPABILITY_SWEEP_MS")
+})
+
+// --- the service ------------------------------------------------------------------------------
+
+export class Capabilities extends Effect.Service<Capabilities>()("gateway/Capabilities", {
+  scoped: Effect.gen(function*() {
+    const sql = yield* PgClient.PgClient
+    const ledger = yield* BudgetLedger
+    const admissionCache = yield* AdmissionCache
+    const wallet = yield* PlatformWallet
+    const config = yield* Config.all({
+      timing: capabilityTiming,
+      catalogPath: Config.string("GATEWAY_CAPABILITY_CATALOG").pipe(Config.withDefault(DEFAULT_CATALOG)),
+      allowPrivate: allowPrivateUrls,
+      demo: demoEnabled
+    }).pipe(Effect.orDie)
+
+    // --- catalog ------------------------------------------------------------------------------
+
+    const providerColumns = sql`p.id, p.capability_id, p.slug, p.name, p.description, p.url, p.call_method, p.protocol,
+      p.min_price_usd::text, p.median_price_usd::text, p.max_price_usd::text, p.rating::text, p.availability,
+      p.last_synced_at, p.input_example, p.input_schema, p.is_active`
+
+    /**
+     * Upserts one capability and its providers; the seed never overwrites operator-written rows.
+     * `keepCapability`: an existing capability row is left as it is (demo providers join the
+     * catalog file's capability without redefining it).
+     */
+    const upsertEntry = (entry: CatalogEntry, source: "seed" | "admin", keepCapability = false) =>
+      Effect.gen(function*() {
+        const c = entry.capability
+        yield* sql`INSERT INTO capabilities (slug, name, description, domains, minted_by, is_active, source)
+          VALUES (${c.slug}, ${c.name}, ${c.description ?? null}, ${[...(c.domains ?? [])]}::text[],
+            ${c.minted_by ?? "seed"}, ${c.is_active ?? true}, ${source})
+          ON CONFLICT (slug) ${keepCapability ? sql`DO NOTHING` : sql`DO UPDATE SET name = EXCLUDED.name, description = EXCLUDED.description,
+            domains = EXCLUDED.domains, minted_by = EXCLUDED.minted_by, is_active = EXCLUDED.is_active,
+            source = EXCLUDED.source, updated_at = now()
+          WHERE capabilities.source = 'seed' OR EXCLUDED.source = 'admin'`}`
+        const [cap] = yield* sql<CapabilityRow>`SELECT id, slug, name, description, domains, minted_by, is_active
+          FROM capabilities WHERE slug = ${c.slug}`
+        for (const p of entry.providers) {
+          yield* sql`INSERT INTO capability_providers (capability_id, slug, name, description, url, call_method, protocol,
+              min_price_usd, median_price_usd, max_price_usd, rating, availability, last_synced_at, input_example,
+              input_schema, is_active, source)
+            VALUES (${cap!.id}, ${p.slug}, ${p.name ?? null}, ${p.description ?? null}, ${p.url}, ${p.call_method},
+              ${p.protocol}, ${p.min_price_usd == null ? null : sqlDec(p.min_price_usd)},
+              ${p.median_price_usd == null ? null : sqlDec(p.median_price_usd)},
+              ${p.max_price_usd == null ? null : sqlDec(p.max_price_usd)}, ${p.rating ?? null},
+              ${p.availability ?? "unknown"}, ${p.last_synced_at ?? null},
+              ${p.input_example == null ? null : sql.json(p.input_example)},
+              ${p.input_schema == null ? null : sql.json(p.input_schema)}, ${p.is_active ?? true}, ${source})
+            ON CONFLICT (capability_id, slug) DO UPDATE SET name = EXCLUDED.name, description = EXCLUDED.description,
+              url = EXCLUDED.url, call_method = EXCLUDED.call_method, protocol = EXCLUDED.protocol,
+              min_price_usd = EXCLUDED.min_price_usd, median_price_usd = EXCLUDED.median_price_usd,
+              max_price_usd = EXCLUDED.max_price_usd, rating = EXCLUDED.rating, availability = EXCLUDED.availability,
+              last_synced_at = EXCLUDED.last_synced_at, input_example = EXCLUDED.input_example,
+              input_schema = EXCLUDED.input_schema, is_active = EXCLUDED.is_active, source = EXCLUDED.source,
+              updated_at = now()
+            WHERE capability_providers.source = 'seed' OR EXCLUDED.source = 'admin'`
+        }
+        const providers = yield* sql<ProviderRow>`SELECT ${providerColumns} FROM capability_providers p
+          WHERE p.capability_id = ${cap!.id} AND p.slug IN ${sql.in(entry.providers.map((p) => p.slug))}
+          ORDER BY p.slug`
+        return { cap: cap!, providers }
+      })
+
+    /** POST /v1/admin/capabilities/providers. */
+    const upsertCatalog = (entry: CatalogEntry): Effect.Effect<CatalogUpserted> =>
+      Effect.gen(function*() {
+        const { cap, providers } = yield* upsertEntry(entry, "admin").pipe(sql.withTransaction)
+        return {
+          capability: {
+            slug: cap.slug,
+            name: cap.name,
+            description: cap.description,
+            domains: cap.domains,
+            minted_by: cap.minted_by,
+            is_active: cap.is_active
+          },
+          providers: providers.map((p) => ({
+            uid: uidOf(p.id),
+            slug: p.slug,
+            name: p.name,
+            description: p.description,
+            url: p.url,
+            call_method: p.call_method,
+            protocol: p.protocol,
+            min_price_usd: price(p.min_price_usd),
+            median_price_usd: price(p.median_price_usd),
+            max_price_usd: price(p.max_price_usd),
+            rating: rating(p),
+            availability: p.availability,
+            last_synced_at: p.last_synced_at,
+            input_example: p.input_example ?? null,
+            input_schema: p.input_schema ?? null,
+            is_active: p.is_active
+          }))
+        }
+      }).pipe(Effect.orDie, Effect.withSpan("Capabilities.upsertCatalog", { attributes: { "capability.slug": entry.capability.slug } }))
+
+    /**
+     * The catalog file's credentials by `capability/provider`, each bound to the URL the file gives
+     * that provider: a row whose URL differs (an operator upsert moved it) is called without it.
+     */
+    const credentials = new Map<string, { readonly url: string; readonly auth: ProviderAuth }>()
+
+    /** Loads the seed file; idempotent, so every start (and every instance) may run it. */
+    const seed = Effect.gen(function*() {
+      const text = yield* Effect.try(() => readFileSync(config.catalogPath, "utf8"))
+      const file = yield* Schema.decodeUnknown(Schema.parseJson(CatalogFile))(text)
+      credentials.clear()
+      for (const entry of file.capabilities) {
+        yield* upsertEntry(entry, "seed").pipe(sql.withTransaction)
+        for (const p of entry.providers) {
+          if (p.auth === undefined) continue
+          credentials.set(`${entry.capability.slug}/${p.slug}`, { url: p.url, auth: p.auth })
+          const value = yield* Config.option(Config.string(p.auth.env))
+          if (Option.isNone(value) || value.value === "") {
+            yield* Effect.logWarning(
+              `capability provider ${entry.capability.slug}/${p.slug}: ${p.auth.env} is not set; its runs are released (nothing charged) until it is`
+            )
+          }
+        }
+      }
+      return file.capabilities.length
+    }).pipe(Effect.orDie, Effect.withSpan("Capabilities.seed"))
+
+    /**
+     * Demo mode upserts the in-process providers (layers/capabilities/DemoProviders.ts); outside
+     * it they are deactivated, so a database that once ran the demo lists none that cannot answer.
+     */
+    const demoProviders = Effect.gen(function*() {
+      if (!config.demo) {
+        yield* sql`UPDATE capability_providers SET is_active = false, updated_at = now() WHERE url LIKE 'mock://%' AND is_active`
+        return
+      }
+      for (const entry of demoCatalog) yield* upsertEntry(entry, "seed", true).pipe(sql.withTransaction)
+    }).pipe(Effect.orDie, Effect.withSpan("Capabilities.demoProviders"))
+
+    /** A header value Node accepts (no control characters but tab). */
+    const HEADER_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/
+
+    /**
+     * The credential of a provider the catalog file gives one: `none` without (or for a row moved
+     * to another URL), the header when its variable is set, `missing` (with why, for the log) when not.
+     */
+    const credentialFor = (provider: JoinedRow) =>
+      Effect.gen(function*() {
+        const entry = credentials.get(`${provider.capability_slug}/${provider.slug}`)
+        if (entry === undefined || entry.url !== provider.url) return { _tag: "None" } as const
+        const { header, env, scheme } = entry.auth
+        const value = yield* Config.option(Config.redacted(env)).pipe(Effect.orDie)
+        const secret = Option.match(value, { onNone: () => "", onSome: Redacted.value })
+        if (secret === "") return { _tag: "Missing", why: `${env} is not set` } as const
+        const headerValue = scheme === undefined ? secret : `${scheme} ${secret}`
+        if (!HEADER_VALUE.test(headerValue)) return { _tag: "Missing", why: `${env} holds characters a header cannot carry` } as const
+        const credential: Credential = { header, value: headerValue, secret }
+        return { _tag: "Header", credential } as const
+      })
+
+    // --- policy and browsing ------------------------------------------------------------------
+
+    const loadPolicy = (platformId: string) =>
+      sql<{ caps: unknown }>`SELECT settings->'capabilities' AS caps FROM platforms WHERE id = ${platformId}`.pipe(
+        Effect.map((rows) => policyOf(rows[0]?.caps)),
+        Effect.orDie
+      )
+
+    /** Browsing: platform and end-user keys; the operator key has no platform policy. */
+    const browser = (principal: Principal) =>
+      principal._tag === "Admin"
+        ? Effect.fail(new Forbidden({ code: "forbidden", message: "Use a platform or end-user key" }))
+        : Effect.succeed(principal)
+
+    /** Search and run: an end-user key with the inference scope, on a platform that enabled the feature. */
+    const runner = (principal: Principal) =>
+      Effect.gen(function*() {
+        if (principal._tag !== "EndUserKey") {
+          return yield* new Forbidden({ code: "forbidden", message: "Capabilities search and run need an end-user (sk-eu_) key" })
+        }
+        if (!principal.scopes.includes("inference")) {
+          return yield* new Forbidden({ code: "insufficient_scope", message: "This key lacks the inference scope" })
+        }
+        const policy = yield* loadPolicy(principal.platformId)
+        if (!policy.enabled) {
+          return yield* new Forbidden({ code: "capabilities_disabled", message: "Capabilities are not enabled for this platform" })
+        }
+        return { caller: principal satisfies EndUserPrincipal, policy }
+      })
+
+    const activeCatalog = Effect.all([
+      sql<CapabilityRow>`SELECT id, slug, name, description, domains, minted_by, is_active FROM capabilities
+        WHERE is_active ORDER BY slug`,
+      sql<ProviderRow>`SELECT ${providerColumns} FROM capability_providers p
+        JOIN capabilities c ON c.id = p.capability_id WHERE p.is_active AND c.is_active`
+    ]).pipe(Effect.orDie)
+
+    /** GET /v1/capabilities. */
+    const listCapabilities = (principal: Principal): Effect.Effect<CapabilityList, Forbidden> =>
+      Effect.gen(function*() {
+        const caller = yield* browser(principal)
+        const policy = yield* loadPolicy(caller.platformId)
+        const [caps, providers] = yield* activeCatalog
+        const capabilities = caps.map((c): CapabilityShelf => {
+          const own = providers.filter((p) => p.capability_id === c.id)
+          const mins = own.map((p) => price(p.min_price_usd) ?? quotedPrice(p)).filter((v) => v !== null)
+          return {
+            slug: c.slug,
+            name: c.name,
+            description: c.description,
+            provider_count: own.length,
+            in_policy_count: own.filter((p) => policyStateOf(policy, c.slug, p) === "in_policy").length,
+            min_price_usd: mins.length === 0 ? null : mins.reduce(BigDecimal.min),
+            minted_by: c.minted_by,
+            domains: c.domains
+          }
+        })
+        return { enabled: policy.enabled, capabilities }
+      }).pipe(Effect.withSpan("Capabilities.listCapabilities"))
+
+    /** GET /v1/capabilities/{slug}: every provider with its policy state, filtered and sorted. */
+    const listProviders = (principal: Principal, slug: string, query: ProviderFilter): Effect.Effect<CapabilityDetail, Forbidden | NotFound> =>
+      Effect.gen(function*() {
+        const caller = yield* browser(principal)
+        const policy = yield* loadPolicy(caller.platformId)
+        const [cap] = yield* sql<CapabilityRow>`SELECT id, slug, name, description, domains, minted_by, is_active
+          FROM capabilities WHERE slug = ${slug} AND is_active`.pipe(Effect.orDie)
+        if (cap === undefined) return yield* notFound
+        const rows = yield* sql<ProviderRow>`SELECT ${providerColumns} FROM capability_providers p
+          WHERE p.capability_id = ${cap.id} AND p.is_active`.pipe(Effect.orDie)
+        const maxCost = query.max_cost === undefined ? null : dec(query.max_cost)
+        const kept = rows
+          .filter((p) => {
+            if (maxCost !== null) {
+              const quoted = quotedPrice(p)
+              if (quoted === null || BigDecimal.greaterThan(quoted, maxCost)) return false
+            }
+            if (query.min_rating !== undefined && (rating(p) === null || rating(p)! < query.min_rating)) return false
+            if (query.verified_only === true && p.availability !== "healthy") return false
+            return true
+          })
+          .sort(query.sort === "rating" ? byRating : byCost)
+          .slice(0, Math.min(query.limit ?? PROVIDER_LIST_CAP, PROVIDER_LIST_CAP))
+        return {
+          slug: cap.slug,
+          name: cap.name,
+          description: cap.description,
+          enabled: policy.enabled,
+          providers: kept.map((p) => toProvider(policy, cap.slug, p))
+        }
+      }).pipe(Effect.withSpan("Capabilities.listProviders", { attributes: { "capability.slug": slug } }))
+
+    /**
+     * POST /v1/capabilities/search: Postgres full-text search over capability and provider text.
+     * Any query term may match (OR); matching all terms (websearch AND) ranks first.
+     */
+    const search = (principal: Principal, query: string, limit: number): Effect.Effect<SearchResponse, Forbidden> =>
+      Effect.gen(function*() {
+        const { policy } = yield* runner(principal)
+        const rows = yield* sql<JoinedRow & { readonly score: number }>`
+          WITH q AS (SELECT websearch_to_tsquery('english', ${query}) AS allq),
+          q2 AS (SELECT allq, replace(allq::text, ' & ', ' | ')::tsquery AS anyq FROM q)
+          SELECT ${providerColumns}, c.slug AS capability_slug,
+            (ts_rank(c.search || p.search, q2.anyq) + CASE WHEN (c.search || p.search) @@ q2.allq THEN 1 ELSE 0 END)::float8 AS score
+          FROM capability_providers p JOIN capabilities c ON c.id = p.capability_id CROSS JOIN q2
+          WHERE p.is_active AND c.is_active AND p.availability <> 'down' AND (c.search || p.search) @@ q2.anyq
+          ORDER BY score DESC, p.rating DESC NULLS LAST,
+            coalesce(p.median_price_usd, p.min_price_usd, p.max_price_usd) ASC NULLS LAST, p.slug, p.id
+          LIMIT 500`.pipe(Effect.orDie)
+        const candidates = rows
+          .filter((p) => policyStateOf(policy, p.capability_slug, p) === "in_policy")
+          .slice(0, limit)
+          .map((p) => ({
+            uid: uidOf(p.id),
+            slug: p.slug,
+            name: p.name,
+            description: p.description,
+            url: p.url,
+            cost_usd: reservePrice(p) ?? ZERO,
+            protocol: p.protocol,
+            rating: rating(p)
+          }))
+        return { candidates }
+      }).pipe(Effect.withSpan("Capabilities.search"))
+
+    // --- runs ---------------------------------------------------------------------------------
+
+    const now = Effect.map(Clock.currentTimeMillis, (ms) => new Date(ms))
+
+    interface Reserved {
+      readonly runId: string
+      readonly budgetId: string
+    }
+
+    /**
+     * The hold, in its own committed transaction: lock the budget, re-check it with the open holds
+     * subtracted, insert the open run. Concurrent runs of one user serialise on the budget row, so
+     * the holds together never exceed what remains.
+     */
+    const reserve = (caller: EndUserPrincipal, provider: JoinedRow, hold: BigDecimal.BigDecimal) =>
+      Effect.gen(function*() {
+        const at = yield* now
+        const budget: BudgetRow = yield* ledger.lockCurrent(caller.platformId, caller.endUserId, at).pipe(
+          Effect.catchTag("NotFound", () =>
+            Effect.fail(new PaymentRequired({ code: "no_budget", param: "budget", message: "Capability runs need a budget; this end user has none" })))
+        )
+        if (!budget.is_active) {
+          return yield* new PaymentRequired({ code: "no_budget", param: "budget", message: "The end user's budget is not active" })
+        }
+        if (budget.is_suspended) {
+          return yield* new PaymentRequired({ code: "budget_suspended", param: "budget", message: "The budget is suspended" })
+        }
+        const [held] = yield* sql<{ held: string }>`SELECT ${openHoldsSql(sql, budget.id)}::text AS held`
+        const available = BigDecimal.subtract(BigDecimal.subtract(dec(budget.max_usd), dec(budget.used_usd)), dec(held!.held))
+        if (BigDecimal.lessThanOrEqualTo(available, ZERO) || BigDecimal.lessThan(available, hold)) {
+          return yield* new PaymentRequired({
+            code: "budget_exhausted",
+            param: "usd_ledger",
+            message: `The budget cannot hold ${BigDecimal.format(hold)} USD (available after open holds: ${BigDecimal.format(available)} USD)`
+          })
+        }
+        const balance = (yield* wallet.get(caller.platformId)).balance_usd
+        const walletHeld = yield* platformOpenHoldsUsd(caller.platformId).pipe(Effect.provideService(PgClient.PgClient, sql))
+        if (BigDecimal.lessThan(BigDecimal.subtract(balance, walletHeld), hold)) {
+          return yield* new PaymentRequired({
+            code: "wallet_insufficient",
+            param: "platform_wallet",
+            message: `The platform wallet cannot cover the hold of ${BigDecimal.format(hold)} USD`
+          })
+        }
+        const expiresMs = config.timing.timeoutMs + config.timing.graceMs
+        const [run] = yield* sql<{ id: string }>`INSERT INTO capability_runs
+            (platform_id, end_user_id, budget_id, api_key_id, capability_id, provider_id, hold_usd, state, created_at, expires_at)
+          VALUES (${caller.platformId}, ${caller.endUserId}, ${budget.id}, ${caller.keyId}, ${provider.capability_id},
+            ${provider.id}, ${sqlDec(hold)}, 'open', ${at}, now() + ${expiresMs}::double precision * interval '1 millisecond')
+          RETURNING id`
+        const reserved: Reserved = { runId: run!.id, budgetId: budget.id }
+        return reserved
+      }).pipe(
+        sql.withTransaction,
+        // Admission counts open holds: its cached state of the platform must see this one.
+        Effect.tap(() => admissionCache.invalidate(caller.platformId)),
+        Effect.catchTag("SqlError", Effect.die),
+        Effect.withSpan("Capabilities.reserve")
+      )
+
+    interface Settlement {
+      readonly state: FinalState
+      readonly ok: boolean
+      readonly status: number | null
+      readonly cost: BigDecimal.BigDecimal
+      readonly charge: boolean
+      readonly error: string | null
+    }
+
+    /**
+     * Maps the call's outcome to a final state:
+     *  - 2xx: `billed`, charged (ok is the body's boolean `ok` when present, else true);
+     *  - non-2xx: `failed` and charged when charge_failed_calls (default), else `released`;
+     *  - no answer (timeout, connection error, refused URL): `released`, nothing charged.
+     * A charged cost is the provider's `x-cost-usd` header, else the median price, capped at the hold.
+     */
+    const settlementOf = (outcome: CallOutcome, provider: JoinedRow, hold: BigDecimal.BigDecimal, policy: Policy): Settlement => {
+      if (outcome._tag === "NoAnswer") {
+        return { state: "released", ok: false, status: null, cost: ZERO, charge: false, error: outcome.message }
+      }
+      const cost = BigDecimal.min(outcome.reportedCost ?? quotedPrice(provider) ?? hold, hold)
+      const success = outcome.status >= 200 && outcome.status < 300
+      if (success) {
+        const flag = typeof outcome.body === "object" && outcome.body !== null && "ok" in outcome.body ? outcome.body.ok : undefined
+        return { state: "billed", ok: typeof flag === "boolean" ? flag : true, status: outcome.status, cost, charge: true, error: null }
+      }
+      const error = `provider answered HTTP ${outcome.status}`
+      return policy.chargeFailedCalls
+        ? { state: "failed", ok: false, status: outcome.status, cost, charge: true, error }
+        : { state: "released", ok: false, status: outcome.status, cost: ZERO, charge: false, error }
+    }
+
+    /**
+     * One transaction: close the run (only if still open), then the budget debit row, the platform
+     * wallet debit and the `capability` log row. A run that recovery already released is not charged.
+     */
+    const settle = (
+      caller: EndUserPrincipal,
+      provider: JoinedRow,
+      reserved: Reserved,
+      s: Settlement,
+      latencyMs: number
+    ) =>
+      Effect.gen(function*() {
+        const at = yield* now
+        const charge = s.charge && BigDecimal.greaterThan(s.cost, ZERO)
+        const budget = yield* ledger.lockActive(caller.platformId, caller.endUserId, at)
+        const closed = yield* sql`UPDATE capability_runs SET state = ${s.state}, cost_usd = ${sqlDec(charge ? s.cost : ZERO)},
+            status = ${s.status}, ok = ${s.ok}, error_message = ${s.error}, settled_at = ${at}
+          WHERE id = ${reserved.runId} AND platform_id = ${caller.platformId} AND state = 'open' RETURNING id`
+        if (closed.length === 0) return { state: "released" as const, charged: false, cost: ZERO }
+        const metadata = { run_id: reserved.runId, capability: provider.capability_slug, provider: uidOf(provider.id), provider_slug: provider.slug }
+        let chargedEndUser = false
+        if (charge) {
+          // The hold's budget, unless it was deleted (or replaced) while the call ran.
+          if (Option.isSome(budget) && budget.value.id === reserved.budgetId) {
+            yield* ledger.debitLocked(budget.value, { amount: s.cost, reason: "capability_run", metadata }, actorOf(caller), at)
+            chargedEndUser = true
+          }
+          yield* wallet.debit(caller.platformId, s.cost, { ...metadata, request_type: "capability" })
+        }
+        yield* sql`INSERT INTO inference_logs (platform_id, end_user_id, request_type, provider_id, model_id, model_slug,
+            provider_model_id, prompt_tokens, completion_tokens, total_tokens, latency_ms, estimated_cost_usd, status,
+            error_message, token_count_method, billing_status, metadata, created_at)
+          VALUES (${caller.platformId}, ${caller.endUserId}, 'capability', NULL, NULL, NULL, NULL, 0, 0, 0,
+            ${Math.max(0, latencyMs)}, ${sqlDec(charge ? s.cost : ZERO)}, ${s.state === "billed" && s.ok ? "success" : "error"},
+            ${s.error}, 'none', ${charge ? "billed" : "not_billed"},
+            ${sql.json({ ...metadata, final_state: s.state, http_status: s.status })}, ${at})`
+        return { state: s.state, charged: chargedEndUser, cost: charge ? s.cost : ZERO }
+      }).pipe(
+        sql.withTransaction,
+        Effect.retry({ while: isQueryCanceled, times: 3 }),
+        Effect.orDie,
+        Effect.withSpan("Capabilities.settle")
+      )
+
+    /** POST /v1/capabilities/run. */
+    const run = (principal: Principal, body: RunRequest): Effect.Effect<RunResponse, Forbidden | NotFound | PaymentRequired> =>
+      Effect.gen(function*() {
+        const { caller, policy } = yield* runner(principal)
+        const id = body.capability.startsWith("cap_") ? body.capability.slice(4) : ""
+        if (!isUuid(id)) return yield* noProvider
+        const [provider] = yield* sql<JoinedRow>`SELECT ${providerColumns}, c.slug AS capability_slug
+          FROM capability_providers p JOIN capabilities c ON c.id = p.capability_id
+          WHERE p.id = ${id} AND p.is_active AND c.is_active`.pipe(Effect.orDie)
+        if (provider === undefined || provider.url === null) return yield* noProvider
+        const state = policyStateOf(policy, provider.capability_slug, provider)
+        if (state === "denylisted") {
+          return yield* new PaymentRequired({ code: "capability_denylisted", param: "capability", message: "The platform denylists this provider" })
+        }
+        if (state === "not_allowlisted") {
+          return yield* new PaymentRequired({ code: "capability_not_allowlisted", param: "capability", message: "This provider is not on the platform's allowlist" })
+        }
+        if (state === "above_ceiling") {
+          return yield* new PaymentRequired({ code: "capability_above_ceiling", param: "capability", message: "The provider's price is above the platform's ceiling" })
+        }
+        const reserveAt = reservePrice(provider)!
+        const quoted = quotedPrice(provider)!
+        if (body.max_pay !== undefined && BigDecimal.greaterThan(quoted, body.max_pay)) {
+          return yield* new PaymentRequired({
+            code: "capability_above_ceiling",
+            param: "max_pay",
+            message: `The provider's price (${BigDecimal.format(quoted)} USD) is above max_pay`
+          })
+        }
+        const hold = body.max_pay === undefined ? reserveAt : BigDecimal.min(reserveAt, body.max_pay)
+        const reserved = yield* reserve(caller, provider, hold)
+        // From here the hold exists: the call and its settlement run to the end even if the client
+        // goes away (the call has its own timeout), so a hold is never left open by a disconnect.
+        const result = yield* Effect.gen(function*() {
+          const credential = yield* credentialFor(provider)
+          if (credential._tag === "Missing") {
+            yield* Effect.logWarning(`capability provider ${provider.capability_slug}/${provider.slug} not called: ${credential.why}`)
+          }
+          const [outcome, latencyMs] = credential._tag === "Missing"
+            ? [{ _tag: "NoAnswer", kind: "credential_missing", message: CREDENTIAL_MISSING } as const, 0] as const
+            : yield* callProvider({
+              url: provider.url!,
+              method: provider.call_method,
+              input: body.input ?? null,
+              runId: reserved.runId,
+              timeoutMs: config.timing.timeoutMs,
+              allowPrivate: config.allowPrivate,
+              demo: config.demo,
+              credential: credential._tag === "Header" ? credential.credential : undefined
+            })
+          const s = settlementOf(outcome, provider, hold, policy)
+          const settled = yield* settle(caller, provider, reserved, s, latencyMs)
+          const response: RunResponse = {
+            capability: provider.capability_slug,
+            ok: s.ok,
+            final_state: settled.state,
+            status: s.status,
+            cost_usd: settled.cost,
+            charged_end_user: settled.charged,
+            run_id: reserved.runId,
+            result: outcome._tag === "Answered" ? outcome.body : { error: { type: outcome.kind, message: outcome.message } }
+          }
+          return response
+        }).pipe(Effect.uninterruptible)
+        return result
+      }).pipe(Effect.withSpan("Capabilities.run", { attributes: { "capability.uid": body.capability } }))
+
+    // --- recovery -----------------------------------------------------------------------------
+
+    /** Releases open runs whose hold expired (a crash between hold and settlement). */
+    const releaseExpired = sql<{ id: string }>`UPDATE capability_runs
+        SET state = 'released', cost_usd = 0, settled_at = now(), error_message = 'hold expired without settlement; released by recovery'
+      WHERE state = 'open' AND expires_at <= now() RETURNING id`.pipe(
+      Effect.map((rows) => rows.length),
+      Effect.tap((n) => (n > 0 ? Effect.logWarning(`released ${n} expired capability hold(s)`) : Effect.void)),
+      Effect.orDie,
+      Effect.withSpan("Capabilities.releaseExpired")
+    )
+
+    yield* seed
+    yield* demoProviders
+    yield* releaseExpired
+    yield* releaseExpired.pipe(
+      Effect.catchAllCause((cause) => Effect.logError("capability hold recovery failed", cause)),
+      Effect.repeat(Schedule.spaced(Duration.millis(config.timing.sweepMs))),
+      Effect.delay(Duration.millis(config.timing.sweepMs)),
+      Effect.forkScoped
+    )
+
+    return { listCapabilities, listProviders, search, run, upsertCatalog, releaseExpired, seed } as const
+  })
+}) {}

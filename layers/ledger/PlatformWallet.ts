@@ -1,0 +1,78 @@
+// PlatformWallet: each platform's prepaid USD balance, checked before inference and debited at
+// settlement. Every change writes a wallet ledger row in the same transaction.
+import { PgClient } from "@effect/sql-pg"
+import { BigDecimal, Effect } from "effect"
+import { dec, sqlDec } from "../lib/Money.js"
+
+interface WalletRow {
+  readonly balance_usd: string
+  readonly updated_at: Date
+}
+
+export class PlatformWallet extends Effect.Service<PlatformWallet>()("gateway/PlatformWallet", {
+  effect: Effect.gen(function*() {
+    const sql = yield* PgClient.PgClient
+
+    const view = (row: WalletRow | undefined) => ({
+      balance_usd: dec(row?.balance_usd ?? "0"),
+      updated_at: row?.updated_at ?? new Date(0)
+    })
+
+    const get = (platformId: string) =>
+      sql<WalletRow>`SELECT balance_usd::text, updated_at FROM platform_wallets WHERE platform_id = ${platformId}`.pipe(
+        Effect.map((rows) => view(rows[0])),
+        Effect.orDie
+      )
+
+    /**
+     * Adds to the balance and writes its wallet ledger row in ONE statement: the upsert locks the
+     * wallet row for the rest of the transaction, so concurrent changes serialise and before/after
+     * values chain exactly.
+     */
+    const topup = (platformId: string, amount: BigDecimal.BigDecimal, reason: string | null) =>
+      sql<WalletRow>`WITH w AS (
+          INSERT INTO platform_wallets (platform_id, balance_usd) VALUES (${platformId}, ${sqlDec(amount)})
+          ON CONFLICT (platform_id) DO UPDATE
+            SET balance_usd = platform_wallets.balance_usd + ${sqlDec(amount)}::numeric, updated_at = now()
+          RETURNING balance_usd, updated_at),
+        t AS (
+          INSERT INTO platform_wallet_transactions (platform_id, type, amount_usd, balance_before, balance_after, reason, metadata)
+          SELECT ${platformId}, 'topup', ${sqlDec(amount)}, w.balance_usd - ${sqlDec(amount)}::numeric, w.balance_usd, ${reason}, ${sql.json({})}
+          FROM w)
+        SELECT balance_usd::text, updated_at FROM w`.pipe(
+        Effect.map((rows) => view(rows[0])),
+        sql.withTransaction,
+        Effect.orDie
+      )
+
+    /**
+     * Grouped settlement: many debits in ONE statement, one wallet ledger row each (in order,
+     * before/after chained exactly as if applied one by one).
+     */
+    const debitMany = (platformId: string, debits: ReadonlyArray<{ readonly amount: BigDecimal.BigDecimal; readonly metadata: Record<string, unknown> }>) =>
+      Effect.suspend(() => {
+        if (debits.length === 0) return Effect.void
+        const total = debits.reduce((sum, d) => BigDecimal.sum(sum, d.amount), BigDecimal.make(0n, 0))
+        const rows = JSON.stringify(debits.map((d, i) => ({ i, amount: BigDecimal.format(d.amount), metadata: d.metadata })))
+        return sql`WITH w AS (
+            INSERT INTO platform_wallets (platform_id, balance_usd) VALUES (${platformId}, ${sqlDec(BigDecimal.negate(total))})
+            ON CONFLICT (platform_id) DO UPDATE
+              SET balance_usd = platform_wallets.balance_usd - ${sqlDec(total)}::numeric, updated_at = now()
+            RETURNING balance_usd),
+          d AS (
+            SELECT x.i, x.amount, x.metadata,
+              sum(x.amount) OVER (ORDER BY x.i ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS through
+            FROM jsonb_to_recordset(${rows}::jsonb) AS x(i int, amount numeric, metadata jsonb))
+          INSERT INTO platform_wallet_transactions (platform_id, type, amount_usd, balance_before, balance_after, reason, metadata)
+          SELECT ${platformId}, 'debit', d.amount, w.balance_usd + ${sqlDec(total)}::numeric - d.through + d.amount,
+            w.balance_usd + ${sqlDec(total)}::numeric - d.through, NULL, d.metadata
+          FROM d CROSS JOIN w ORDER BY d.i`.pipe(Effect.asVoid)
+      })
+
+    /** One settlement's debit (tool calls, capability runs): runs in the caller's transaction; may go below zero. */
+    const debit = (platformId: string, amount: BigDecimal.BigDecimal, metadata: Record<string, unknown>) =>
+      debitMany(platformId, [{ amount, metadata }])
+
+    return { get, topup, debit, debitMany } as const
+  })
+}) {}

@@ -1,0 +1,554 @@
+// Settlements: the writes of served calls (log row, budget debit, platform wallet debit) leave
+// the request path. A call's settlement is queued when its answer is complete; one writer
+// fiber commits what is queued in grouped transactions: one statement writes the log rows and
+// locks the group's budgets, one writes every budget's ledger rows and update (a budget whose
+// debits raise webhook events, or cross a period boundary, gets statements of its own), one per
+// platform wallet.
+// Until it commits, a settlement is "pending": admission adds pending costs to what it reads
+// (exact, see `unsettled` and `submitted`), and the API's reads wait for the caller's platform
+// (`awaitPlatform`), so a client never sees its own call missing. Shutdown drains the queue.
+// Queued settlements are also journaled to disk (SettlementJournal): a crashed instance's are
+// queued again by the next start.
+import type { SqlError } from "@effect/sql/SqlError"
+import { PgClient } from "@effect/sql-pg"
+import { BigDecimal, Cause, Chunk, Clock, Config, Deferred, Duration, Effect, Option, Queue, Schedule, type Scope } from "effect"
+import { join } from "node:path"
+import { durationMsConfig } from "../lib/ConfigValues.js"
+import { sqlDec } from "../lib/Money.js"
+import { currentPeriodStart } from "../lib/Periods.js"
+import { isDatabaseOutage, isDeadlock, isQueryCanceled } from "../lib/SqlErrors.js"
+import { shutdownTimeout } from "../lib/StopTimes.js"
+import { BudgetLedger, type BudgetRow, type DebitItem } from "./BudgetLedger.js"
+import { ruleCharge } from "./DisplayLedger.js"
+import type { Settlement } from "./Settlement.js"
+import { dataDir } from "../platform/EmbeddedPostgres.js"
+import { settlementGroups, taggedBy } from "../platform/Metrics.js"
+import { PlatformWallet } from "./PlatformWallet.js"
+import { type Journal, openJournal, type Segment } from "./SettlementJournal.js"
+import { type BudgetEventType, wantedBy } from "./WebhookOutbox.js"
+
+interface Entry {
+  readonly settlement: Settlement
+  /** Its place in the queue: the writer takes entries in this order (see `writtenThrough`). */
+  readonly seq: number
+  /** Where it is journaled (null: journal off, or its write failed). */
+  readonly segment: Segment | null
+}
+
+/** Settlements committed per transaction, at most. */
+const GROUP_SIZE = 256
+/**
+ * How long the writer waits for more settlements before it commits a group. Under load the
+ * previous commit's wait gathered a group already (at least LOW_LOAD_GROUP), and a short wait
+ * adds what arrives meanwhile; at low load it waits longer (GATEWAY_SETTLEMENT_LINGER, 25 ms),
+ * until LOW_LOAD_GROUP settlements are queued, so a group is still a dozen calls, not two or
+ * three: a group's statement costs about the same whatever its size. A reader that waits for
+ * its settlements ends the wait at once (`hurry`). Under load the long wait would keep
+ * settlements in memory long enough to survive garbage collections: low load only.
+ */
+const LINGER_MS = 5
+/** The writer's wait at low load (0: none; see LINGER_MS). */
+export const settlementLingerMs = durationMsConfig("GATEWAY_SETTLEMENT_LINGER", 25)
+const LOW_LOAD_GROUP = 16
+/** Postgres unreachable: retry a group with backoff capped at 5 s, for up to 15 minutes. */
+const OUTAGE_RETRY = Schedule.exponential("200 millis").pipe(Schedule.union(Schedule.spaced("5 seconds")), Schedule.upTo("15 minutes"))
+/** A deadlock: a writer outside the queue (tool metering, capability runs) took locks in another order. */
+const isRetriable = (e: { readonly _tag: string }) => isQueryCanceled(e) || isDeadlock(e)
+
+/** Postgres unreachable, as a failure or (a connection lost mid-transaction) a defect of the rollback. */
+const outageIn = (cause: Cause.Cause<unknown>) =>
+  Option.exists(Option.orElse(Cause.failureOption(cause), () => Cause.dieOption(cause)), (e) =>
+    typeof e === "object" && e !== null && "_tag" in e && (e as { readonly _tag: string })._tag === "SqlError" &&
+    isDatabaseOutage(e as SqlError))
+
+const ZERO = BigDecimal.make(0n, 0)
+const groupsBy = taggedBy(settlementGroups, "path")
+const countGroup = (path: "statement" | "transaction") => Effect.sync(() => groupsBy(path).unsafeUpdate(1, []))
+
+/** Groups in key order: budgets and wallets are always locked in the same order. */
+const groupBy = <A>(items: ReadonlyArray<A>, key: (a: A) => string): Array<[string, Array<A>]> => {
+  const groups = new Map<string, Array<A>>()
+  for (const item of items) {
+    const k = key(item)
+    const list = groups.get(k)
+    if (list === undefined) groups.set(k, [item])
+    else list.push(item)
+  }
+  return [...groups].sort(([a], [b]) => a.localeCompare(b))
+}
+
+const logRowOf = (s: Settlement) => ({
+  ...s.log,
+  id: s.id,
+  platform_id: s.platformId,
+  end_user_id: s.endUserId,
+  estimated_cost_usd: sqlDec(s.costUsd),
+  billing_status: s.log.billing_status ?? (BigDecimal.greaterThan(s.costUsd, ZERO) ? "billed" : "not_billed"),
+  created_at: s.at.toISOString()
+})
+
+/**
+ * Whether a settlement can go by the one statement (see `commitAtOnce`), as far as it tells by
+ * itself: its budget as admission saw it is known and its period had not ended by the call's end,
+ * it charges no display ledger (the display rules are applied in JS by the transaction), and its
+ * billing status follows from its cost (settle_at_once writes no other).
+ */
+const atOnceCandidate = (s: Settlement) =>
+  s.displaySettings?.enabled !== true && s.log.billing_status === undefined && (
+    s.endUserId === null ||
+    s.budget === null ||
+    (s.budget !== undefined && (s.budget.periodEnd === null || s.at.getTime() < s.budget.periodEnd.getTime()))
+  )
+
+/** A settlement as the one statement reads it (jsonb_to_recordset); one literal, a single small object. */
+const atOnceRowOf = (s: Settlement) => ({
+  id: s.id,
+  platform_id: s.platformId,
+  end_user_id: s.endUserId,
+  cost: sqlDec(s.costUsd),
+  at: s.at.toISOString(),
+  request_type: s.log.request_type,
+  provider_id: s.log.provider_id,
+  model_id: s.log.model_id,
+  model_slug: s.log.model_slug,
+  provider_model_id: s.log.provider_model_id,
+  prompt_tokens: s.log.prompt_tokens,
+  completion_tokens: s.log.completion_tokens,
+  total_tokens: s.log.total_tokens,
+  latency_ms: s.log.latency_ms,
+  status: s.log.status,
+  error_message: s.log.error_message,
+  token_count_method: s.log.token_count_method,
+  metadata: s.log.metadata,
+  details: s.details,
+  actor_type: s.actor.type,
+  actor_key_id: s.actor.keyId,
+  budget_id: s.budget?.id ?? null,
+  period_start: s.budget?.periodStart.toISOString() ?? null
+})
+
+/** The (platform, end user) pairs whose budgets a group debits, each once. */
+const budgetOwners = (settlements: ReadonlyArray<Settlement>) => {
+  const owners = new Map<string, { readonly platform_id: string; readonly end_user_id: string }>()
+  for (const s of settlements) {
+    if (s.endUserId !== null) owners.set(s.endUserId, { platform_id: s.platformId, end_user_id: s.endUserId })
+  }
+  return [...owners.values()]
+}
+
+const traced = (settlement: Settlement) => <A, E, R>(self: Effect.Effect<A, E, R>) =>
+  Option.match(settlement.parent, { onNone: () => self, onSome: (span) => Effect.withParentSpan(self, span) })
+
+/**
+ * This instance's settlement journal (GATEWAY_SETTLEMENT_JOURNAL, default on) under
+ * GATEWAY_DATA_DIR/settlements, closed when the scope closes: opened before the writer starts,
+ * it closes after the queue drained.
+ */
+const openSettlementJournal: Effect.Effect<Journal | null, never, PgClient.PgClient | Scope.Scope> = Effect.gen(function*() {
+  const enabled = yield* Config.boolean("GATEWAY_SETTLEMENT_JOURNAL").pipe(Config.withDefault(true))
+  if (!enabled) return null
+  const sql = yield* PgClient.PgClient
+  const [identity] = yield* sql<{ readonly id: string }>`SELECT id::text AS id FROM database_identity`
+  const dir = join(yield* dataDir, "settlements")
+  return yield* Effect.acquireRelease(
+    Effect.try({
+      try: () => openJournal(dir, identity!.id),
+      catch: (error) => new Error(`settlement journal: cannot open ${dir} (GATEWAY_SETTLEMENT_JOURNAL=false turns it off): ${error}`)
+    }),
+    (journal) =>
+      Effect.suspend(() => {
+        const kept = journal.close()
+        return kept.length === 0 ? Effect.void : Effect.logWarning(`settlement journal: unwritten settlements kept for the next start in ${kept.join(", ")}`)
+      })
+  )
+}).pipe(Effect.orDie)
+
+export class Settlements extends Effect.Service<Settlements>()("gateway/Settlements", {
+  scoped: Effect.gen(function*() {
+    const sql = yield* PgClient.PgClient
+    const ledger = yield* BudgetLedger
+    const wallet = yield* PlatformWallet
+    const drainTimeout = yield* shutdownTimeout
+    const lowLoadLingerMs = yield* settlementLingerMs
+    const queue = yield* Queue.unbounded<Entry>()
+    const journal = yield* openSettlementJournal
+    /** Pending settlements by platform, in submission order. */
+    const pending = new Map<string, Set<Entry>>()
+    /** The last sequence number given to an entry, and the last the writer is past (written, or given up). */
+    let lastSeq = 0
+    let writtenThrough = 0
+    /** Completed, and replaced, each time the writer is past a group: what waiters wait for. */
+    let progress = yield* Deferred.make<void>()
+    /** Ends the writer's linger at once; null when the writer is not lingering. */
+    let hurry: (() => void) | null = null
+    /** A reader asked for haste while the writer was not lingering: its next group does not wait. */
+    let hurryWanted = false
+    const hurryWriter = () => {
+      if (hurry !== null) hurry()
+      else hurryWanted = true
+    }
+    /** The sequence number of the last settlement the writer took. */
+    let taken = 0
+    /** The writer's wait for more settlements: wall-clock time (a plain timer), cut short by `hurry`. */
+    const linger = (ms: number) => Effect.async<void>((resume) => {
+      const stop = () => {
+        clearTimeout(timer)
+        hurry = null
+      }
+      const done = () => {
+        stop()
+        resume(Effect.void)
+      }
+      const timer = setTimeout(done, ms)
+      hurry = done
+      return Effect.sync(stop)
+    })
+
+    const forget = (entry: Entry) => {
+      const set = pending.get(entry.settlement.platformId)
+      set?.delete(entry)
+      if (set?.size === 0) pending.delete(entry.settlement.platformId)
+    }
+
+    /**
+     * The log rows of a group in one statement. Returns the ids that were new (the others were
+     * applied before) and, read in the same round trip, which budget events each platform's
+     * webhook endpoints want (so the debits need not ask) and the live budgets of the group's
+     * end users, locked (FOR UPDATE, in end user order as the debits used to lock them one by
+     * one), so the debits need not lock them in a round trip each.
+     */
+    const insertLogs = (settlements: ReadonlyArray<Settlement>) =>
+      sql<{
+        readonly fresh: ReadonlyArray<string> | null
+        readonly endpoint_types: Record<string, ReadonlyArray<ReadonlyArray<string> | null>> | null
+      } & { readonly [K in keyof BudgetRow]: BudgetRow[K] | null }>`WITH inserted AS (INSERT INTO inference_logs (id, platform_id, end_user_id, request_type, provider_id,
+          model_id, model_slug, provider_model_id, prompt_tokens, completion_tokens, total_tokens, latency_ms,
+          estimated_cost_usd, status, error_message, token_count_method, billing_status, metadata, created_at)
+        SELECT x.id, x.platform_id, x.end_user_id, x.request_type, x.provider_id, x.model_id, x.model_slug,
+          x.provider_model_id, x.prompt_tokens, x.completion_tokens, x.total_tokens, x.latency_ms, x.estimated_cost_usd,
+          x.status, x.error_message, x.token_count_method, x.billing_status, x.metadata, x.created_at
+        FROM jsonb_to_recordset(${JSON.stringify(settlements.map(logRowOf))}::jsonb) AS x(id uuid, platform_id uuid,
+          end_user_id uuid, request_type text, provider_id uuid, model_id uuid, model_slug text, provider_model_id text,
+          prompt_tokens int, completion_tokens int, total_tokens int, latency_ms int, estimated_cost_usd numeric,
+          status text, error_message text, token_count_method text, billing_status text, metadata jsonb,
+          created_at timestamptz)
+        ON CONFLICT (id) DO NOTHING
+        RETURNING id, platform_id),
+      locked AS (SELECT b.* FROM budgets b
+        WHERE (b.platform_id, b.end_user_id) IN (
+            SELECT x.platform_id, x.end_user_id FROM jsonb_to_recordset(${JSON.stringify(budgetOwners(settlements))}::jsonb)
+              AS x(platform_id uuid, end_user_id uuid))
+          AND b.deleted_at IS NULL
+        ORDER BY b.end_user_id FOR UPDATE)
+        SELECT summary.*, locked.* FROM (SELECT (SELECT jsonb_agg(id::text) FROM inserted) AS fresh,
+          (SELECT jsonb_object_agg(p.platform_id::text, (SELECT coalesce(jsonb_agg(ep.event_types), '[]'::jsonb)
+              FROM webhook_endpoints ep WHERE ep.platform_id = p.platform_id AND ep.is_active))
+            FROM (SELECT DISTINCT platform_id FROM inserted) p) AS endpoint_types) summary
+        LEFT JOIN locked ON true`.pipe(
+        Effect.map((rows) => ({
+          fresh: new Set(rows[0]?.fresh ?? []),
+          subscribed: new Map(Object.entries(rows[0]?.endpoint_types ?? {}).map(([platformId, types]) => [platformId, wantedBy(types)])),
+          budgets: new Map(rows.flatMap(({ fresh: _fresh, endpoint_types: _types, ...budget }) =>
+            budget.id === null ? [] : [[budget.end_user_id!, budget as BudgetRow] as const]))
+        }))
+      )
+
+    /** What one settlement adds to a budget: its debit (if billed) and its display charge. */
+    const itemOf = (settlement: Settlement, row: BudgetRow) => {
+      const display = settlement.displaySettings?.enabled === true && row.max_display !== null
+        ? ruleCharge(settlement.displaySettings.rules ?? [], { costUsd: settlement.costUsd, inferenceCalls: 1, toolCalls: 0 })
+        : ZERO
+      return {
+        amount: BigDecimal.greaterThan(settlement.costUsd, ZERO) ? settlement.costUsd : null,
+        display,
+        reason: "inference",
+        metadata: BigDecimal.isZero(display) ? settlement.details : { ...settlement.details, display_charged: BigDecimal.format(display) },
+        actor: settlement.actor,
+        at: settlement.at,
+        traced: traced(settlement)
+      }
+    }
+
+    /**
+     * One end user's settlements on their live budget (`budget`, locked by insertLogs; none: no
+     * live budget); a period boundary among them resets first. Returns the last period's debits,
+     * for the group's one statement (debitBudgetsLocked); those before a boundary are written here.
+     */
+    const debitBudget = Effect.fnUntraced(function*(
+      platformId: string,
+      endUserId: string,
+      budget: BudgetRow | undefined,
+      settlements: ReadonlyArray<Settlement>,
+      subscribed: ((type: BudgetEventType) => boolean) | undefined
+    ) {
+        if (budget === undefined) return Option.none()
+        const locked = yield* ledger.activeLocked(budget, settlements[0]!.at)
+        if (Option.isNone(locked)) return Option.none()
+        let row = locked.value
+        let run: Array<Settlement> = []
+        for (const settlement of settlements) {
+          if (currentPeriodStart(row.period, row.period_anchor, settlement.at).getTime() > row.period_start.getTime()) {
+            row = yield* ledger.debitManyLocked(row, run.map((s) => itemOf(s, row)), subscribed)
+            run = []
+            const reset = yield* ledger.lockActive(platformId, endUserId, settlement.at)
+            if (Option.isNone(reset)) return Option.none()
+            row = reset.value
+          }
+          run.push(settlement)
+        }
+        const last = row
+        return Option.some({ before: last, items: run.map((s) => itemOf(s, last)) })
+      })
+
+    /** Platforms whose endpoints want budget.debited (seen by the transaction), until when: they skip the one statement. */
+    const debitedWanted = new Map<string, number>()
+    const WANTED_MEMORY_MS = 10_000
+
+    /**
+     * The common case in ONE statement, its own transaction: log rows, budget ledger rows and
+     * updates, wallet ledger rows and updates, exactly as the transaction below writes them, when
+     * every budget of the group is the one admission saw (same id and period, active), no debit
+     * crosses a low-balance threshold, and no endpoint of the group's platforms wants
+     * budget.debited. Otherwise it writes nothing and answers false, and the transaction writes
+     * the group. The statement is the database function settle_at_once (migration 0012), so
+     * Postgres plans it once per connection. Five round trips per group become one.
+     */
+    const commitAtOnce = (settlements: ReadonlyArray<Settlement>) =>
+      sql<{ readonly ok: boolean }>`SELECT settle_at_once(${JSON.stringify(settlements.map(atOnceRowOf))}::jsonb) AS ok`.pipe(
+        Effect.map(([row]) => row?.ok === true)
+      )
+
+    /** Whether a group may try the one statement first. */
+    const atOnceFirst = (settlements: ReadonlyArray<Settlement>, now: number) =>
+      settlements.every((s) => atOnceCandidate(s) && !((debitedWanted.get(s.platformId) ?? 0) > now))
+
+    /** A group: by the one statement when it can, else by the transaction. */
+    const commit = (entries: ReadonlyArray<Entry>) =>
+      Effect.suspend(() => {
+        const all = entries.map((entry) => entry.settlement)
+        const transaction = Effect.zipLeft(commitInTransaction(all), countGroup("transaction"))
+        return atOnceFirst(all, Date.now())
+          ? Effect.flatMap(commitAtOnce(all), (written) => written ? countGroup("statement") : transaction)
+          : transaction
+      }).pipe(Effect.retry({ while: isRetriable, times: 5 }))
+
+    /** One transaction for a group: log rows, then budgets (by end user), then wallets (by platform). */
+    const commitInTransaction = Effect.fnUntraced(function*(all: ReadonlyArray<Settlement>) {
+      const { budgets, fresh, subscribed } = yield* insertLogs(all)
+      for (const [platformId, wanted] of subscribed) {
+        if (wanted("budget.debited")) debitedWanted.set(platformId, Date.now() + WANTED_MEMORY_MS)
+      }
+      const applied = all.filter((s) => fresh.has(s.id))
+      const batches: Array<{ readonly before: BudgetRow; readonly items: ReadonlyArray<DebitItem> }> = []
+      for (const [endUserId, list] of groupBy(applied.filter((s) => s.endUserId !== null), (s) => s.endUserId!)) {
+        const platformId = list[0]!.platformId
+        const batch = yield* debitBudget(platformId, endUserId, budgets.get(endUserId), list, subscribed.get(platformId))
+        if (Option.isSome(batch)) batches.push(batch.value)
+      }
+      yield* ledger.debitBudgetsLocked(batches, (platformId) => subscribed.get(platformId))
+      const billed = applied.filter((s) => BigDecimal.greaterThan(s.costUsd, ZERO))
+      for (const [platformId, list] of groupBy(billed, (s) => s.platformId)) {
+        yield* wallet.debitMany(platformId, list.map((s) => ({ amount: s.costUsd, metadata: s.details })))
+      }
+    }, sql.withTransaction)
+
+    /**
+     * The database went away while committing a group: retry it (the queue waits) until it is
+     * back, for up to OUTAGE_RETRY; past that, it is kept in the journal for the next start.
+     */
+    const commitThroughOutage = (entries: ReadonlyArray<Entry>): Effect.Effect<ReadonlyArray<Entry>, unknown> =>
+      Effect.logWarning("settlement postponed: database unavailable").pipe(
+        Effect.zipRight(commit(entries).pipe(Effect.sandbox, Effect.retry({ schedule: OUTAGE_RETRY, while: outageIn }), Effect.unsandbox)),
+        Effect.as([]),
+        Effect.catchAllCause((last) =>
+          outageIn(last)
+            ? Effect.logError(
+              journal === null
+                ? "settlement failed: database unavailable"
+                : "settlement failed: database unavailable; kept in the settlement journal for the next start",
+              last
+            ).pipe(Effect.as(entries))
+            : Effect.failCause(last)
+        )
+      )
+
+    /**
+     * Commits a group (see commitThroughOutage for an outage). A group that fails otherwise is
+     * split so that one bad settlement cannot take others with it. Returns the entries to keep
+     * in the journal.
+     */
+    const commitGroup = (entries: ReadonlyArray<Entry>): Effect.Effect<ReadonlyArray<Entry>> =>
+      commit(entries).pipe(
+        Effect.as([]),
+        Effect.catchAllCause((cause) =>
+          outageIn(cause)
+            ? commitThroughOutage(entries)
+            : entries.length > 1
+            ? Effect.map(Effect.forEach(entries, (entry) => commitGroup([entry])), (kept) => kept.flat())
+            : Effect.failCause(cause)
+        ),
+        Effect.catchAllCause((cause) => Effect.logError("settlement failed", cause).pipe(Effect.as([])))
+      )
+
+    const writer = Effect.gen(function*() {
+      const first = yield* Queue.takeBetween(queue, 1, GROUP_SIZE)
+      taken = Chunk.unsafeLast(first).seq
+      // A wait gathers what arrives meanwhile: fewer, larger groups (see LINGER_MS). The load is
+      // what was taken plus what is already queued behind it.
+      const wait = hurryWanted || first.length >= GROUP_SIZE
+        ? 0
+        : first.length + lastSeq - taken >= LOW_LOAD_GROUP
+        ? LINGER_MS
+        : lowLoadLingerMs
+      hurryWanted = false
+      const entries = first.length >= GROUP_SIZE
+        ? first
+        : Chunk.appendAll(
+          first,
+          yield* Effect.zipRight(wait === 0 ? Effect.void : linger(wait), Queue.takeUpTo(queue, GROUP_SIZE - first.length))
+        )
+      taken = Chunk.unsafeLast(entries).seq
+      const kept = yield* commitGroup([...entries]).pipe(Effect.withSpan("Settlements.commit", {
+        captureStackTrace: false, // as every per-call span: no Error built per group
+        attributes: { "settlement.count": entries.length },
+        // Each settled call's span, so a trace leads to the group that wrote it and back.
+        links: [...entries].flatMap((entry) =>
+          Option.toArray(entry.settlement.parent).map((span) => ({ _tag: "SpanLink" as const, span, attributes: {} })))
+      }))
+      for (const entry of entries) {
+        forget(entry)
+        if (entry.segment !== null && !kept.includes(entry)) journal?.release(entry.segment)
+      }
+      // Every entry up to the group's last is written (the queue is taken in order): wake the waiters.
+      writtenThrough = Chunk.unsafeLast(entries).seq
+      const done = progress
+      progress = yield* Deferred.make<void>()
+      yield* Deferred.succeed(done, undefined)
+    }).pipe(Effect.forever)
+    yield* Effect.forkScoped(writer)
+
+    /** Waits until the writer is past the entry with sequence number `seq`. */
+    const awaitWritten = (seq: number): Effect.Effect<void> =>
+      Effect.suspend(() => {
+        if (writtenThrough >= seq) return Effect.void
+        hurryWriter() // someone waits: no point gathering more
+        return Effect.zipRight(Deferred.await(progress), awaitWritten(seq))
+      })
+
+    const awaitAll = (entries: Iterable<Entry>) =>
+      Effect.suspend(() => {
+        let last = 0
+        for (const entry of entries) last = Math.max(last, entry.seq)
+        return awaitWritten(last)
+      })
+
+    // Shutdown (after the listeners closed): write everything queued, up to the deadline. A
+    // request cut by the listener's deadline settles a moment later, so the queue must stay
+    // empty for a short while before the writer stops.
+    const everything = () => [...pending.values()].flatMap((set) => [...set])
+    const drain: Effect.Effect<void> = Effect.suspend(() =>
+      awaitAll(everything()).pipe(
+        Effect.zipRight(Effect.sleep("100 millis")),
+        Effect.zipRight(Effect.suspend(() => everything().length === 0 ? Effect.void : drain))
+      )
+    )
+    yield* Effect.addFinalizer(() =>
+      drain.pipe(
+        Effect.timeoutFail({ duration: drainTimeout, onTimeout: () => "timeout" as const }),
+        Effect.catchAll(() => Effect.logError(`shutdown: ${everything().length} settlements not written`)),
+        Effect.withClock(Clock.make())
+      )
+    )
+
+    /** Everything ever queued here, by platform (wallet) and end user (budget): see `submitted`. */
+    const queuedByPlatform = new Map<string, BigDecimal.BigDecimal>()
+    const queuedByUser = new Map<string, BigDecimal.BigDecimal>()
+    const add = (totals: Map<string, BigDecimal.BigDecimal>, key: string, amount: BigDecimal.BigDecimal) =>
+      totals.set(key, BigDecimal.sum(totals.get(key) ?? ZERO, amount))
+
+    /** Queues a settlement; returns at once. A failed journal write (disk full) is logged, the settlement still queued. */
+    const submit = (settlement: Settlement) =>
+      Effect.suspend(() => {
+        add(queuedByPlatform, settlement.platformId, settlement.costUsd)
+        if (settlement.endUserId !== null) add(queuedByUser, settlement.endUserId, settlement.costUsd)
+        let segment: Segment | null = null
+        let failure: unknown = undefined
+        if (journal !== null) {
+          try {
+            segment = journal.append(settlement)
+          } catch (error) {
+            failure = error
+          }
+        }
+        const entry: Entry = { settlement, seq: ++lastSeq, segment }
+        const set = pending.get(settlement.platformId) ?? new Set<Entry>()
+        set.add(entry)
+        pending.set(settlement.platformId, set)
+        Queue.unsafeOffer(queue, entry)
+        if (entry.seq - taken >= LOW_LOAD_GROUP) hurry?.() // a group's worth is queued
+        return failure === undefined ? Effect.void : Effect.logError("settlement journal: write failed", failure)
+      })
+
+    /** This instance's pending settlements of a platform (they may commit at any moment). */
+    const pendingOf = (platformId: string): ReadonlyArray<Settlement> =>
+      [...(pending.get(platformId) ?? [])].map((entry) => entry.settlement)
+
+    /**
+     * Waits until this instance's pending settlements of a platform (or of one end user) are
+     * written, at most `limit` (then reads go ahead: the database may be down).
+     */
+    const awaitPlatform = (platformId: string, endUserId?: string, limit: Duration.DurationInput = "5 seconds") =>
+      Effect.suspend(() => {
+        const set = pending.get(platformId)
+        if (set === undefined) return Effect.void
+        const entries = [...set].filter((entry) => endUserId === undefined || entry.settlement.endUserId === endUserId)
+        return entries.length === 0 ? Effect.void : awaitAll(entries).pipe(Effect.timeout(limit), Effect.ignore)
+      })
+
+    /** Waits for every pending settlement of this instance (operator reads, tests). */
+    const awaitEverything = (limit: Duration.DurationInput = "5 seconds") =>
+      Effect.suspend(() =>
+        awaitAll(everything()).pipe(Effect.timeout(limit), Effect.ignore)
+      )
+
+    /**
+     * Running totals of the costs this instance ever queued for a platform's wallet and an end
+     * user's budget: two readings bracket what was queued in between (admission's cache).
+     */
+    const submitted = (platformId: string, endUserId: string | null) => ({
+      wallet: queuedByPlatform.get(platformId) ?? ZERO,
+      budget: endUserId === null ? ZERO : queuedByUser.get(endUserId) ?? ZERO
+    })
+
+    // What crashed instances left: queued again (and so journaled here) before their files go.
+    if (journal !== null) {
+      const { files, foreign, settlements } = journal.leftovers
+      if (settlements.length > 0) yield* Effect.logWarning(`settlement journal: ${settlements.length} settlements of a stopped instance queued again`)
+      for (const settlement of settlements) yield* submit(settlement)
+      journal.dropLeftovers()
+      if (foreign.length > 0) yield* Effect.logWarning(`settlement journal: ${foreign.length} files of another database left alone: ${foreign.join(", ")}`)
+      if (files.length > 0) yield* Effect.logInfo(`settlement journal: ${files.length} files of stopped instances read`)
+    }
+
+    return { submit, pendingOf, submitted, awaitPlatform, awaitEverything } as const
+  })
+}) {}
+
+/**
+ * The pending costs not yet visible in a snapshot: `committed` are the ids among `pending` that
+ * the snapshot already saw (their log rows exist), so nothing is counted twice or missed.
+ */
+export const unsettled = (
+  pending: ReadonlyArray<Settlement>,
+  committed: ReadonlySet<string>,
+  endUserId: string | null
+) => {
+  let budget = ZERO
+  let wallet = ZERO
+  for (const s of pending) {
+    if (committed.has(s.id)) continue
+    wallet = BigDecimal.sum(wallet, s.costUsd)
+    if (endUserId !== null && s.endUserId === endUserId) budget = BigDecimal.sum(budget, s.costUsd)
+  }
+  return { budget, wallet }
+}

@@ -1,0 +1,134 @@
+// ModelCatalog: providers, models and their provider configurations. The operator manages
+// them over the admin API or a GATEWAY_CONFIG file applied idempotently at start.
+import { PgClient } from "@effect/sql-pg"
+import { Config, Effect, Option, Schema } from "effect"
+import { readFileSync } from "node:fs"
+import { parse as parseYaml } from "yaml"
+import { type ModelConfig, ModelInput, ProviderInput } from "../../schemas/Catalog.js"
+import { ValidationError } from "../../schemas/Errors.js"
+import { dec, sqlDec } from "../lib/Money.js"
+
+interface ProviderRow {
+  readonly id: string
+  readonly slug: string
+  readonly kind: ProviderInput["kind"]
+  readonly base_url: string
+  readonly created_at: Date
+  readonly updated_at: Date
+}
+
+interface ConfigRow {
+  readonly model_id: string
+  readonly model_slug: string
+  readonly model_created_at: Date
+  readonly provider: string | null
+  readonly provider_model_id: string | null
+  readonly priority: number | null
+  readonly weight: number | null
+  readonly enabled: boolean | null
+  readonly input_usd_per_mtok: string | null
+  readonly output_usd_per_mtok: string | null
+}
+
+/** The GATEWAY_CONFIG file: the admin endpoints' bodies, as YAML or JSON. */
+export const GatewayConfigFile = Schema.Struct({
+  providers: Schema.optionalWith(Schema.Array(ProviderInput), { default: () => [] }),
+  models: Schema.optionalWith(Schema.Array(ModelInput), { default: () => [] })
+})
+
+const toModelConfigs = (rows: ReadonlyArray<ConfigRow>): Array<ModelConfig> => {
+  const bySlug = new Map<string, { id: string; slug: string; created_at: Date; providers: Array<ModelConfig["providers"][number]> }>()
+  for (const row of rows) {
+    const model = bySlug.get(row.model_slug) ??
+      { id: row.model_id, slug: row.model_slug, created_at: row.model_created_at, providers: [] }
+    bySlug.set(row.model_slug, model)
+    if (row.provider !== null) {
+      model.providers.push({
+        provider: row.provider,
+        provider_model_id: row.provider_model_id!,
+        priority: row.priority!,
+        weight: row.weight!,
+        enabled: row.enabled!,
+        input_usd_per_mtok: dec(row.input_usd_per_mtok!),
+        output_usd_per_mtok: dec(row.output_usd_per_mtok!)
+      })
+    }
+  }
+  return [...bySlug.values()]
+}
+
+export class ModelCatalog extends Effect.Service<ModelCatalog>()("gateway/ModelCatalog", {
+  effect: Effect.gen(function*() {
+    const sql = yield* PgClient.PgClient
+
+    /** Creates or replaces a provider by slug. */
+    const upsertProvider = (input: ProviderInput) =>
+      sql<ProviderRow>`INSERT INTO providers (slug, kind, base_url) VALUES (${input.slug}, ${input.kind}, ${input.base_url})
+        ON CONFLICT (slug) DO UPDATE SET kind = excluded.kind, base_url = excluded.base_url, updated_at = now()
+        RETURNING *`.pipe(Effect.map((rows) => rows[0]!), Effect.orDie)
+
+    const listProviders = sql<ProviderRow>`SELECT * FROM providers ORDER BY slug`.pipe(Effect.orDie)
+
+    const modelConfigs = (slug: string | undefined) =>
+      sql<ConfigRow>`SELECT m.id AS model_id, m.slug AS model_slug, m.created_at AS model_created_at,
+          p.slug AS provider, mp.provider_model_id, mp.priority, mp.weight, mp.enabled,
+          mp.input_usd_per_mtok::text, mp.output_usd_per_mtok::text
+        FROM models m LEFT JOIN model_providers mp ON mp.model_id = m.id LEFT JOIN providers p ON p.id = mp.provider_id
+        ${slug === undefined ? sql`` : sql`WHERE m.slug = ${slug}`}
+        ORDER BY m.slug, mp.priority, p.slug`.pipe(Effect.map(toModelConfigs), Effect.orDie)
+
+    /** Creates or replaces a model and its whole provider list (declarative). */
+    const upsertModel = (input: ModelInput) =>
+      Effect.gen(function*() {
+        const slugs = input.providers.map((p) => p.provider)
+        const known = slugs.length === 0
+          ? []
+          : yield* sql<{ id: string; slug: string }>`SELECT id, slug FROM providers WHERE slug IN ${sql.in(slugs)}`
+        const ids = new Map(known.map((p) => [p.slug, p.id]))
+        const missing = slugs.find((s) => !ids.has(s))
+        if (missing !== undefined) {
+          return yield* new ValidationError({ code: "validation_error", param: "providers", message: `Unknown provider: ${missing}` })
+        }
+        if (new Set(slugs).size !== slugs.length) {
+          return yield* new ValidationError({ code: "validation_error", param: "providers", message: "A provider is listed twice" })
+        }
+        const [model] = yield* sql<{ id: string }>`INSERT INTO models (slug) VALUES (${input.slug})
+          ON CONFLICT (slug) DO UPDATE SET slug = excluded.slug RETURNING id`
+        yield* sql`DELETE FROM model_providers WHERE model_id = ${model!.id}`
+        for (const p of input.providers) {
+          yield* sql`INSERT INTO model_providers (model_id, provider_id, provider_model_id, priority, weight, enabled,
+              input_usd_per_mtok, output_usd_per_mtok)
+            VALUES (${model!.id}, ${ids.get(p.provider)!}, ${p.provider_model_id}, ${p.priority}, ${p.weight}, ${p.enabled},
+              ${sqlDec(p.input_usd_per_mtok)}, ${sqlDec(p.output_usd_per_mtok)})`
+        }
+        return (yield* modelConfigs(input.slug))[0]!
+      }).pipe(sql.withTransaction, Effect.catchTag("SqlError", Effect.die))
+
+    const listModels = modelConfigs(undefined)
+
+    /**
+     * GET /v1/models for a platform: models with an enabled config whose provider has an active
+     * key for the platform; owned_by is the provider of the lowest priority value among them.
+     */
+    const visibleModels = (platformId: string) =>
+      sql<{ slug: string; created_at: Date; owned_by: string }>`SELECT DISTINCT ON (m.slug) m.slug, m.created_at, p.slug AS owned_by
+        FROM models m
+        JOIN model_providers mp ON mp.model_id = m.id AND mp.enabled
+        JOIN providers p ON p.id = mp.provider_id
+        JOIN platform_provider_keys k ON k.provider_id = p.id AND k.platform_id = ${platformId} AND k.is_active
+        ORDER BY m.slug, mp.priority, p.slug`.pipe(Effect.orDie)
+
+    /** Applies GATEWAY_CONFIG (YAML or JSON) when set; repeating it changes nothing. */
+    const applyConfigFile = Effect.gen(function*() {
+      const path = yield* Config.option(Config.string("GATEWAY_CONFIG"))
+      if (Option.isNone(path)) return
+      const text = readFileSync(path.value, "utf8")
+      const file = yield* Schema.decodeUnknown(GatewayConfigFile)(parseYaml(text))
+      for (const provider of file.providers) yield* upsertProvider(provider)
+      for (const model of file.models) yield* upsertModel(model)
+      yield* Effect.logInfo(`GATEWAY_CONFIG applied: ${file.providers.length} providers, ${file.models.length} models`)
+    }).pipe(Effect.orDie)
+
+    return { upsertProvider, listProviders, upsertModel, listModels, visibleModels, applyConfigFile } as const
+  })
+}) {}
