@@ -13,6 +13,7 @@ import { networkInterfaces, tmpdir } from "node:os"
 import { join } from "node:path"
 import pg from "pg"
 import { afterAll, expect, it } from "vitest"
+import { until } from "./support/Polling.js"
 import { type GatewayProcess, runToExit, spawnGateway } from "./support/Process.js"
 
 const dataDir = mkdtempSync(join(tmpdir(), "gateway-restart-"))
@@ -88,16 +89,6 @@ const ledger = async () => {
     return { logs: logs.rows[0].n as number, debits: debits.rows[0].n as number }
   } finally {
     await client.end()
-  }
-}
-
-/** Polls until `done` (settlements are written just after the answer), then returns the last value. */
-const until = async <T>(read: () => Promise<T>, done: (value: T) => boolean, timeoutMs = 20_000) => {
-  const deadline = Date.now() + timeoutMs
-  for (;;) {
-    const value = await read()
-    if (done(value) || Date.now() > deadline) return value
-    await new Promise((resolve) => setTimeout(resolve, 100))
   }
 }
 

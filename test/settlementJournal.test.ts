@@ -11,6 +11,7 @@ import { afterAll, beforeAll, expect, it } from "vitest"
 import { mintKey } from "../layers/access/KeyFormat.js"
 import { type FakeUpstream, startFakeOpenAi } from "./fakes/FakeOpenAi.js"
 import { ok } from "./support/Gateway.js"
+import { until } from "./support/Polling.js"
 import { type GatewayProcess, spawnEnv, spawnGateway } from "./support/Process.js"
 import { createTestDatabase, type TestDatabase } from "./support/TestDatabase.js"
 
@@ -46,15 +47,6 @@ const kill = async (gw: GatewayProcess) => {
 }
 
 const journalFiles = () => readdirSync(join(dataDir, "settlements")).filter((n) => n.endsWith(".jsonl"))
-
-const until = async <T>(read: () => Promise<T>, done: (value: T) => boolean, timeoutMs = 20_000) => {
-  const deadline = Date.now() + timeoutMs
-  for (;;) {
-    const value = await read()
-    if (done(value) || Date.now() > deadline) return value
-    await new Promise((resolve) => setTimeout(resolve, 100))
-  }
-}
 
 it("a SIGKILL loses no queued settlement: the next start writes each once", async () => {
   const first = await start("journal-first")
