@@ -2,13 +2,14 @@
 // first imports GcTuningAtStart.ts, which applies them): V8 reads both at every collection, but a heap limit computed, or
 // code compiled, before them would keep the old behaviour for a while. Plain process bootstrap
 // (no Effect Config): it has to run before everything else. A value given to node itself
-// (command line or NODE_OPTIONS) wins over ours. Figures: docs/performance.md steps 22 and 24.
+// (command line or NODE_OPTIONS) wins over ours (hot-path rule "bounded memory",
+// docs/performance.md).
 //
 // - Heap growing factor. Left to itself, a busy process gets a factor of up to 4: at 256 streams
 //   the live heap is under 100 MB, yet the process peaked above 400 MB RSS, most of it garbage
 //   waiting for a full collection. A fixed factor of 1.6 (GATEWAY_HEAP_GROWING_PERCENT=60) holds
-//   the peak near 230 MB; 1.3 held it near 210 MB, but its full collections came so often that
-//   their marking took about a tenth of a call's CPU (docs/performance.md step 51).
+//   the peak well under the memory target; 1.3 held it lower, but its full collections came so
+//   often that their marking took a visible share of every call's CPU.
 // - No allocation-site pretenuring. V8 allocates objects of "long-lived" allocation sites
 //   straight into the old generation; the Effect runtime's per-call objects get that verdict,
 //   and then, dead in the old generation, they keep the call's young objects alive through the

@@ -1,4 +1,4 @@
-// Scale-out (issue 9): two gateway *processes* (`node --import tsx src/main.ts`, own memory,
+// Scale-out: two gateway *processes* (`node --import tsx src/main.ts`, own memory,
 // caches and pools) on one fresh Postgres database and, when REDIS_URL is set, one Redis.
 // What is shared where (docs/operations.md "Scaling out"):
 //   (a) rate limits are global through Redis (per instance without it),

@@ -1,4 +1,4 @@
-// A crash (SIGKILL) with settlements still queued (issue 9, "money exact through crashes"): the
+// A crash (SIGKILL) with settlements still queued (money stays exact through crashes): the
 // answers went out, the writes had not. The next start on the same data directory queues them
 // again from the settlement journal; every call is then logged and debited exactly once, also
 // when a journal that was already written is replayed once more.

@@ -1,8 +1,8 @@
-// SIGTERM during streams (issue 9): the gateway stops accepting connections, lets streams in
+// SIGTERM during streams: the gateway stops accepting connections, lets streams in
 // flight run to their end up to GATEWAY_SHUTDOWN_TIMEOUT, cuts the rest, settles every call
 // (a cut stream bills what it emitted), writes the settlement queue, lets a webhook delivery in
 // flight finish and flushes its spans before it exits. A repeated signal does not cut the drain;
-// one after GATEWAY_FORCE_STOP_AFTER does, and the cut call is still settled (issue 30). Each case
+// one after GATEWAY_FORCE_STOP_AFTER does, and the cut call is still settled. Each case
 // runs a real gateway process and sends it real signals.
 import { createServer, type Server } from "node:http"
 import { randomBytes } from "node:crypto"

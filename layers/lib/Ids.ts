@@ -9,6 +9,6 @@ export const isUuid = (value: string): boolean => UUID.test(value)
 /**
  * An OpenAI-style object id: `prefix` + 32 random hex chars (`chatcmpl-…`, `resp_…`, `msg_…`).
  * From randomUUID, which draws from a pooled buffer: randomBytes made a getrandom system call
- * per id (1.4% of a stream's CPU).
+ * per id, on every call (hot-path rule "linear per-event work", docs/performance.md).
  */
 export const objectId = (prefix: string): string => `${prefix}${randomUUID().replaceAll("-", "")}`

@@ -4,7 +4,8 @@
 // WeakMap, each with its own queue and its own microtask), so that concurrent runs keep their
 // AsyncLocalStorage contexts apart. The gateway keeps no context in AsyncLocalStorage (its spans
 // are Effect's, and the OpenTelemetry SDK is never registered globally), and the per-fiber
-// runners made every fork and every resumption of an async step dearer (docs/performance.md).
+// runners made every fork and every resumption of an async step dearer (hot-path rule "no
+// context copies per call", docs/performance.md).
 import { Layer, Scheduler } from "effect"
 
 const MAX_MICROTASK_DRAINS = 2048

@@ -1,8 +1,8 @@
 // A fast check for the JSON the upstream adapters decode on every answer and stream event: the
 // wire schema (an Effect Schema, the source of truth) compiled by ajv from its JSON Schema
-// (JSONSchema.make). Schema's decoder interprets the schema for every value, about 3 us per
-// stream chunk here; the compiled check is about 50 ns. Only schemas whose JSON Schema says
-// exactly what the Schema accepts are compiled (objects, arrays, unions, literals, strings,
+// (JSONSchema.make). Schema's decoder interprets the schema for every value; the compiled check
+// does not (hot-path rule "linear per-event work", docs/performance.md). Only schemas whose
+// JSON Schema says exactly what the Schema accepts are compiled (objects, arrays, unions, literals, strings,
 // numbers, booleans, unknown, integers): for those a value the check accepts decodes to itself,
 // so it is used as it is (with any properties the schema does not declare, which the adapters
 // never read). Everything else, and every value the check refuses, goes through Schema, which

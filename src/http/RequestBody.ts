@@ -1,5 +1,6 @@
 // The request body, read once straight from the Node request: the platform's reader (a cached
-// Effect with a scoped stream per request) cost about 90 us a call. HttpApi's payload decode
+// Effect with a scoped stream per request) cost on every call (hot-path rule "plain code at the
+// I/O edges", docs/performance.md). HttpApi's payload decode
 // then parses the text read here; the chat route (src/inference/ChatRoute.ts) parses it itself.
 import { HttpServerError, type HttpServerRequest } from "@effect/platform"
 import { NodeHttpServerRequest } from "@effect/platform-node"

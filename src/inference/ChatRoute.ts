@@ -2,8 +2,9 @@
 // of HttpApi: one Effect program per request on the listener's runtime, composed from the same
 // service layers, with the same checks in the same order (body, key, payload, caller), the same
 // OpenAI-shaped errors and headers, and the same server span. HttpApi's per-request machinery
-// (router, middleware and handler contexts, response conversion) cost about 40% of a call's CPU
-// (docs/performance.md). The endpoint stays declared in the HttpApi for the OpenAPI document.
+// (router, middleware and handler contexts, response conversion) was a large share of every
+// call's CPU (docs/decisions.md "The chat route"). The endpoint stays declared in the HttpApi for
+// the OpenAPI document.
 import { Headers, HttpApiError, HttpRouter, HttpServerError, HttpTraceContext } from "@effect/platform"
 import { Cause, Context, Effect, FiberRef, FiberRefs, Option, Runtime, Schema, Stream } from "effect"
 import * as FindMyWay from "find-my-way-ts"
@@ -62,7 +63,7 @@ const chatEvent = (chunk: ChatChunk) => `data: ${JSON.stringify(chunk)}\n\n`
 /**
  * Writes a JSON reply; an SSE reply streams, waiting for the socket to drain when it must. The
  * events are encoded and [DONE] added here, by the consumer, not by stages of the stream: every
- * Effect Stream stage costs on each stream (a concat alone about 140 us). The stream is pulled
+ * Effect Stream stage costs on each stream (hot-path rule "few stream stages"). The stream is pulled
  * (layers/lib/StreamPull.ts), not run into a sink, and its finalizers, the settlement among them,
  * have run before the answer ends.
  */
@@ -86,7 +87,8 @@ const send = (res: ServerResponse, reply: Reply): Effect.Effect<void> => {
 /**
  * An answer whose head went out ends when its fiber does, however that ended (interrupted by a
  * shutdown's deadline, say): run as the fiber's observer, not as an `Effect.ensuring`, which
- * costs an uninterruptible region and a match per stream (docs/performance.md step 59).
+ * costs an uninterruptible region and a match per stream (hot-path rule "plain code at the I/O
+ * edges", docs/performance.md).
  */
 const endStarted = (res: ServerResponse) => () => {
   if (res.headersSent && !res.writableEnded) res.end()
@@ -146,7 +148,8 @@ export const makeChatRoute = Effect.gen(function*() {
   // every service was taken above), so they run with an empty one. Effect copies or compares the
   // whole context wherever a fiber's context changes: a scope, a span, and a stream's pull, whose
   // finalizer runs under the runtime it captured (Effect.provide: a diff and a merge of the
-  // context). With the program's sixty services that was about 7% of a stream's CPU.
+  // context). With the program's sixty services in it, each was a copy of sixty entries
+  // (hot-path rule "no context copies per call", docs/performance.md).
   const runFork = Runtime.runFork(Runtime.make({ context: Context.empty(), fiberRefs: runtime.fiberRefs, runtimeFlags: runtime.runtimeFlags }))
   // Matched as HttpApi's router matches it (same router, same settings): it decodes escapes and
   // ignores the query, letter case, repeated and trailing slashes, so no request of the
@@ -168,7 +171,7 @@ export const makeChatRoute = Effect.gen(function*() {
     const headers = rateLimitHeaders(admitted.rateLimit)
     // The typed answer is its own wire form: ChatCompletion has no transformations (checked by
     // test/unit/wireSchemas.test.ts), so encoding it through the schema, as HttpApi would, only
-    // validated again what the adapter built typed (about 4% of a call's allocations).
+    // validated again what the adapter built typed (hot-path rule "encode once").
     if (payload.stream !== true) return jsonReply(200, yield* inference.complete(admitted), headers)
     const { chunks, dropped } = yield* inference.stream(admitted)
     return { headers, chunks, dropped } satisfies Reply

@@ -32,7 +32,8 @@ export const InferenceLive = HttpApiBuilder.group(GatewayApi, "inference", (hand
     const responses = yield* Responses
     const limits = yield* RateLimitSettings
     const display = yield* DisplayLedger
-    // The runtime handlers' generators are made once, here (docs/decisions.md "Hot path choices").
+    // The runtime handlers' generators are made once, here (hot-path rule "generators made once",
+    // docs/performance.md).
     const listModels = Effect.fnUntraced(function*() {
       const principal = yield* runtimePrincipal
       const models = yield* catalog.visibleModels(principal.platformId)

@@ -96,8 +96,8 @@ const ABORTED = new Error("upstream exchange cancelled")
 /**
  * One upstream exchange as undici's dispatch handler: the answer's status, then its body as the
  * chunks that arrived, kept until taken. undici's `request` wraps every answer in a Node
- * Readable and a promise, and `body.text()` in a consumer of its own: about 15 us of CPU per
- * call here (docs/performance.md step 62). `wake` hears of every event.
+ * Readable and a promise, and `body.text()` in a consumer of its own, on every call (hot-path
+ * rule "plain code at the I/O edges", docs/performance.md). `wake` hears of every event.
  *
  * What waits untaken never exceeds `limit` (a 2xx body read whole: the answer limit; a non-2xx
  * body: the prefix kept for the log): past it the exchange is cut off, at once and for good.
@@ -203,9 +203,10 @@ class Exchange implements Dispatcher.DispatchHandler {
  * One exchange within `timeoutMs`: the request, the status check (a non-2xx answer's body read
  * for its message), then on a 2xx status `ready`, which gives the outcome once the exchange has
  * what the caller needs (the whole body; a stream's source at once), or undefined to wait for
- * more. Plain callbacks under a single Effect.async: as Effects (a timeout race, a tap, a second
- * async for the body, an ensuring) its steps were about 40 runtime operations per call. A plain
- * timer ends the exchange with the timeout; interruption cancels it too.
+ * more. Plain callbacks under a single Effect.async, not an Effect per step (a timeout race, a
+ * tap, a second async for the body, an ensuring), each of which runs on every call (hot-path rule
+ * "plain code at the I/O edges"). A plain timer ends the exchange with the timeout; interruption
+ * cancels it too.
  */
 const exchange = <A>(req: PostRequest, maxBodyBytes: number, ready: (exchange: Exchange) => A | undefined) =>
   Effect.async<A, UpstreamError>((resume) => {

@@ -21,7 +21,8 @@ export interface SseEvent {
  * lines or an `event:` name), a line starting with `:` is a comment, and one leading byte order
  * mark is ignored. Lines are found with indexOf, not a character at a time: this runs on every
  * network read of every stream. Bytes are decoded by Node's StringDecoder: a streaming
- * TextDecoder takes ICU's slower path and builds a converter per stream (about 2 us a stream).
+ * TextDecoder takes ICU's slower path and builds a converter per stream (hot-path rule "linear
+ * per-event work", docs/performance.md).
  *
  * A line, or one event's data, longer than `maxLineLength` characters is not kept: the parser
  * drops what it holds, sets `tooLong` and reads nothing more (its caller ends the stream).
@@ -222,8 +223,8 @@ export const sseChunks = (
       })
     )
     // A channel written out rather than Stream.repeatEffectChunkOption, which wraps every pull's
-    // result in an Option and a tuple and catches its end as a failure: about 7 us per stream
-    // (docs/performance.md step 55).
+    // result in an Option and a tuple and catches its end as a failure (hot-path rule "few
+    // stream stages", docs/performance.md).
     const batches: Channel.Channel<Chunk.Chunk<ChatChunk>, unknown, UpstreamError, unknown, void, unknown> = Channel.unwrap(
       Effect.map(pull, (batch) => batch === undefined ? Channel.void : Channel.flatMap(Channel.write(batch), () => batches))
     )
@@ -300,8 +301,8 @@ export const assistantChoice = (
 
 const secondsOf = (clock: Clock.Clock) => Math.floor(clock.unsafeCurrentTimeMillis() / 1000)
 
-// Both read the fiber's Clock (a test's TestClock too) in two runtime operations: as maps over
-// Clock.currentTimeMillis they took four and six.
+// Both read the fiber's Clock (a test's TestClock too) in one access and one sync, not as maps
+// over Clock.currentTimeMillis: every runtime operation here runs on every stream.
 export const nowSeconds: Effect.Effect<number> = Effect.clockWith((clock) => Effect.sync(() => secondsOf(clock)))
 
 export const initialMeta = (model: string): Effect.Effect<StreamMeta> =>

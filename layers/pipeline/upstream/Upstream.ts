@@ -25,9 +25,9 @@ export interface UpstreamCall {
   readonly step?: ((chunk: ChatChunk) => ChatChunk | undefined) | undefined
   /**
    * Streams: what the caller runs once the stream has ended, however it ended (its exit: done,
-   * failed or interrupted), in the stream's own finalizer after the adapter's cleanup. A finalizer
-   * of the caller's own cost about 30 runtime operations on every stream (docs/performance.md
-   * step 56). Adapters must run it whenever the stream they return has started.
+   * failed or interrupted), in the stream's own finalizer after the adapter's cleanup: a finalizer
+   * stage of the caller's own would cost on every stream (hot-path rule "few stream stages",
+   * docs/performance.md). Adapters must run it whenever the stream they return has started.
    */
   readonly onEnd?: ((exit: Exit.Exit<unknown, UpstreamError>) => Effect.Effect<void>) | undefined
 }
