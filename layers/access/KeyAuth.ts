@@ -3,7 +3,7 @@
 // locally at once and on every other instance through Postgres LISTEN/NOTIFY.
 import { SqlClient } from "@effect/sql"
 import { PgClient } from "@effect/sql-pg"
-import { Clock, Context, Deferred, Effect, Option, Redacted, Schedule, Stream } from "effect"
+import { Clock, Context, Deferred, Effect, Layer, Option, Redacted, Schedule, Stream } from "effect"
 import { randomUUID, timingSafeEqual } from "node:crypto"
 import { Forbidden, Unauthorized } from "../../schemas/Errors.js"
 import { AdminKey } from "./AdminKey.js"
@@ -217,4 +217,22 @@ export class KeyAuth extends Effect.Service<KeyAuth>()("gateway/KeyAuth", {
 
     return { authenticate, invalidate, flushLastUsed } as const
   })
-}) {}
+}) {
+  /**
+   * Tests: `Bearer <token>` authenticates as `principals[token]`; no header is missing_api_key,
+   * any other invalid_api_key. Nothing is cached, read or written; invalidation does nothing.
+   */
+  static readonly test = (principals: Readonly<Record<string, Principal>> = {}): Layer.Layer<KeyAuth> =>
+    Layer.succeed(
+      KeyAuth,
+      KeyAuth.make({
+        authenticate: (header) => {
+          if (header === undefined || /^\s*(Bearer)?\s*$/i.test(header)) return Effect.fail(missing)
+          const token = /^Bearer\s+(\S+)\s*$/i.exec(header)?.[1]
+          return token !== undefined && Object.hasOwn(principals, token) ? Effect.succeed(principals[token]!) : Effect.fail(invalid)
+        },
+        invalidate: () => Effect.void,
+        flushLastUsed: Effect.void
+      })
+    )
+}

@@ -34,6 +34,11 @@ export const ruleCharge = (
     return BigDecimal.sum(sum, BigDecimal.multiply(n(rule.amount), n(count)))
   }, ZERO)
 
+/** Pre-flight: is the display ledger (enforced only while the platform enables it) exhausted? */
+export const displayExhausted = (row: BudgetRow, settings: WalletSettings | null): boolean =>
+  settings?.enabled === true && row.max_display !== null &&
+  BigDecimal.greaterThanOrEqualTo(dec(row.used_display), dec(row.max_display))
+
 const notInitialized = new Conflict({
   code: "display_ledger_not_initialized",
   message: "The display ledger is not initialised: POST /wallet with max_display first"
@@ -200,10 +205,7 @@ export class DisplayLedger extends Effect.Service<DisplayLedger>()("gateway/Disp
         return shape(settings.unit ?? "credits", dec(row.max_display), dec(row.used_display))
       })
 
-    /** Pre-flight: is the display ledger (enforced only while the platform enables it) exhausted? */
-    const exhausted = (row: BudgetRow, settings: WalletSettings | null) =>
-      settings?.enabled === true && row.max_display !== null &&
-      BigDecimal.greaterThanOrEqualTo(dec(row.used_display), dec(row.max_display))
+    const exhausted = displayExhausted
 
     /** Settlement: add the rules' charge to used_display of a locked budget (same transaction). */
     const charge = (

@@ -11,7 +11,7 @@
 // queued again by the next start.
 import type { SqlError } from "@effect/sql/SqlError"
 import { PgClient } from "@effect/sql-pg"
-import { BigDecimal, Cause, Chunk, Clock, Config, Deferred, Duration, Effect, Option, Queue, Schedule, type Scope } from "effect"
+import { BigDecimal, Cause, Chunk, Clock, Config, Deferred, Duration, Effect, Layer, Option, Queue, Schedule, type Scope } from "effect"
 import { join } from "node:path"
 import { durationMsConfig } from "../lib/ConfigValues.js"
 import { sqlDec } from "../lib/Money.js"
@@ -532,7 +532,27 @@ export class Settlements extends Effect.Service<Settlements>()("gateway/Settleme
 
     return { submit, pendingOf, submitted, awaitPlatform, awaitEverything } as const
   })
-}) {}
+}) {
+  /**
+   * Tests: `submit` records each settlement in `recorded` and adds its cost to the running
+   * totals (`submitted`), and writes nothing; nothing is ever pending, so waits end at once.
+   */
+  static readonly test = (recorded: Array<Settlement> = []): Layer.Layer<Settlements> =>
+    Layer.sync(Settlements, () => {
+      const total = (filter: (s: Settlement) => boolean) =>
+        recorded.filter(filter).reduce((sum, s) => BigDecimal.sum(sum, s.costUsd), ZERO)
+      return Settlements.make({
+        submit: (settlement) => Effect.sync(() => void recorded.push(settlement)),
+        pendingOf: () => [],
+        submitted: (platformId, endUserId) => ({
+          wallet: total((s) => s.platformId === platformId),
+          budget: endUserId === null ? ZERO : total((s) => s.endUserId === endUserId)
+        }),
+        awaitPlatform: () => Effect.void,
+        awaitEverything: () => Effect.void
+      })
+    })
+}
 
 /**
  * The pending costs not yet visible in a snapshot: `committed` are the ids among `pending` that

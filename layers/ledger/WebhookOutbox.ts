@@ -5,7 +5,7 @@
 import { Headers, HttpTraceContext } from "@effect/platform"
 import type { Statement } from "@effect/sql"
 import { PgClient } from "@effect/sql-pg"
-import { BigDecimal, Clock, Config, Effect, FiberSet, Metric, Option, Queue, Ref, Schema, Stream, type Tracer } from "effect"
+import { BigDecimal, Clock, Config, Effect, FiberSet, Layer, Metric, Option, Queue, Ref, Schema, Stream, type Tracer } from "effect"
 import { createHmac, randomBytes } from "node:crypto"
 import * as http from "node:http"
 import * as https from "node:https"
@@ -493,7 +493,30 @@ export class WebhookOutbox extends Effect.Service<WebhookOutbox>()("gateway/Webh
 
     return { enqueue, subscribedTypes } as const
   })
-}) {}
+}) {
+  /**
+   * Tests: each enqueued event is recorded in `recorded` (nothing is written or sent);
+   * `subscribedTypes` answers `wants` (by default every type is wanted, so every event is recorded).
+   */
+  static readonly test = (
+    recorded: Array<RecordedEvent> = [],
+    wants: (type: BudgetEventType) => boolean = () => true
+  ): Layer.Layer<WebhookOutbox> =>
+    Layer.succeed(
+      WebhookOutbox,
+      WebhookOutbox.make({
+        enqueue: (type, data, createdAt) => Effect.sync(() => void recorded.push({ type, data, createdAt })),
+        subscribedTypes: () => Effect.succeed(wants)
+      })
+    )
+}
+
+/** An event WebhookOutbox.test recorded. */
+export interface RecordedEvent {
+  readonly type: BudgetEventType
+  readonly data: BudgetEventData
+  readonly createdAt: Date
+}
 
 /**
  * The tenant's endpoints and their deliveries (the /webhook-endpoints routes). A separate

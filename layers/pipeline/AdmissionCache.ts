@@ -4,7 +4,7 @@
 // are added from Settlements' running totals, so this instance's own calls count at once and
 // exactly. Writes through this instance's API drop the platform's entries when they answer;
 // writes on other instances are seen within the TTL. A TTL of 0 reads on every call.
-import { type BigDecimal, Deferred, Effect, Exit, FiberId } from "effect"
+import { BigDecimal, Deferred, Effect, Exit, FiberId, Layer } from "effect"
 import { durationMsConfig } from "../lib/ConfigValues.js"
 import type { AdmissionSnapshot } from "./AdmissionSnapshot.js"
 
@@ -19,6 +19,8 @@ export interface CachedAdmission {
 
 /** How long a snapshot is reused; 0 reads on every call. */
 export const admissionCacheTtlMs = durationMsConfig("GATEWAY_ADMISSION_CACHE_TTL", 1_000)
+
+const NOTHING = { budget: BigDecimal.make(0n, 0), wallet: BigDecimal.make(0n, 0) }
 
 const keyOf = (platformId: string, endUserId: string | null, model: string) => `${platformId}\u0000${endUserId ?? ""}\u0000${model}`
 
@@ -97,4 +99,20 @@ export class AdmissionCache extends Effect.Service<AdmissionCache>()("gateway/Ad
 
     return { getOrLoad, invalidate } as const
   })
-}) {}
+}) {
+  /**
+   * Tests: every read answers `snapshotOf(platformId, endUserId, model)`, as read before any call
+   * was queued, and never runs the database read it is given.
+   */
+  static readonly test = (
+    snapshotOf: (platformId: string, endUserId: string | null, model: string) => AdmissionSnapshot
+  ): Layer.Layer<AdmissionCache> =>
+    Layer.succeed(
+      AdmissionCache,
+      AdmissionCache.make({
+        getOrLoad: (platformId, endUserId, model) =>
+          Effect.sync(() => ({ snapshot: snapshotOf(platformId, endUserId, model), loadedAt: Date.now(), unsettled: NOTHING, totals: NOTHING })),
+        invalidate: () => Effect.void
+      })
+    )
+}

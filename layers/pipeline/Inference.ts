@@ -1,37 +1,37 @@
-// Inference: the one pipeline behind chat completions. The five pre-flight checks run in the
-// spec's order as a typed error channel (none reaches the upstream), then routing with failover,
+// Inference: the one pipeline behind chat completions. The five pre-flight checks (Preflight) run
+// in the spec's order as a typed error channel (none reaches the upstream), then routing with failover,
 // then settlement (budget debit row, platform wallet debit, inference log), queued for the
 // grouped writer in Settlements.
 import { PgClient } from "@effect/sql-pg"
-import { BigDecimal, Cause, Effect, Either, type Exit, Option, Stream, type Tracer } from "effect"
+import { BigDecimal, Cause, Effect, type Exit, Option, Stream, type Tracer } from "effect"
 import { randomUUID } from "node:crypto"
 import type { ChatChunk, ChatCompletion, ChatRequest, Usage } from "../../schemas/Chat.js"
 import type { PlatformSettings } from "../../schemas/Platforms.js"
-import {
-  type BadGateway,
-  Forbidden,
-  type GatewayTimeout,
-  NotFound,
-  PaymentRequired,
-  ValidationError
-} from "../../schemas/Errors.js"
+import type { BadGateway, GatewayTimeout } from "../../schemas/Errors.js"
 import { countConfig, durationMsConfig } from "../lib/ConfigValues.js"
 import { objectId } from "../lib/Ids.js"
-import { dec } from "../lib/Money.js"
+import { perMillion } from "../lib/Money.js"
 import { annotateCurrentSpan, callSpans, currentSpan, tracingEnabled, withTraceparent } from "../lib/CurrentSpan.js"
-import { currentPeriodStart, nextPeriodStart } from "../lib/Periods.js"
+import { nextPeriodStart } from "../lib/Periods.js"
 import { AdmissionCache } from "./AdmissionCache.js"
 import { type AdmissionSnapshot, loadAdmissionSnapshot } from "./AdmissionSnapshot.js"
 import { ProviderKeys } from "../tenancy/ProviderKeys.js"
-import { resolveLimits } from "../tenancy/RateLimitSettings.js"
 import { actorOf, BudgetLedger, type BudgetRow } from "../ledger/BudgetLedger.js"
-import { DisplayLedger } from "../ledger/DisplayLedger.js"
-import type { EndUserPrincipal, PlatformPrincipal } from "../access/KeyAuth.js"
 import { costUsd, inferenceDuration, inferenceRequests, preflightRejections, taggedBy, tokensUsed } from "../platform/Metrics.js"
 import { type Candidate, orderCandidates, ProviderRouter } from "./ProviderRouter.js"
 import type { BudgetExpectation } from "../ledger/Settlement.js"
 import { Settlements, unsettled } from "../ledger/Settlements.js"
-import { RateLimiter, type RateLimitExceeded, type RateLimits, type RateLimitState } from "./RateLimiter.js"
+import {
+  type Caller,
+  checkBudget,
+  checkModel,
+  checkRateLimit,
+  checkSuspension,
+  checkWallet,
+  refusedWhateverTheSize,
+  type RequestType
+} from "./Preflight.js"
+import { RateLimiter, type RateLimits, type RateLimitState } from "./RateLimiter.js"
 import {
   countEmittedPrefix,
   countPromptTokens,
@@ -45,13 +45,8 @@ import {
 import { UpstreamAdapters } from "./upstream/Adapters.js"
 import type { UpstreamError } from "./upstream/Upstream.js"
 
-export type Caller = PlatformPrincipal | EndUserPrincipal
+export type { Caller, PreflightError, RequestType } from "./Preflight.js"
 type WalletSettings = NonNullable<PlatformSettings["end_user_wallet"]>
-export type RequestType = "chat.completion" | "response"
-
-/** Cap assumed for the estimate when the request sets no max_tokens. */
-const DEFAULT_MAX_TOKENS = 4096
-const MTOK = BigDecimal.make(1_000_000n, 0)
 
 /** Per upstream attempt, until the answer (or the stream's headers) arrives. */
 export const upstreamTimeoutMs = durationMsConfig("GATEWAY_UPSTREAM_TIMEOUT", 60_000, 1, "GATEWAY_UPSTREAM_TIMEOUT_MS")
@@ -75,8 +70,6 @@ interface EmittedText {
   readonly text: string
 }
 const emittedTokens = (emitted: EmittedText) => emitted.counted + countTextTokens(emitted.text)
-
-export type PreflightError = Forbidden | NotFound | ValidationError | RateLimitExceeded | PaymentRequired
 
 /** Everything settlement needs, fixed at admission. */
 export interface Admitted {
@@ -118,11 +111,6 @@ export interface Outcome {
 }
 
 const ZERO = BigDecimal.make(0n, 0)
-const NO_LIMITS: RateLimits = { rpm: null, tpm: null, rpd: null }
-
-/** tokens x price per million tokens, exact. */
-const perMillion = (tokens: number, usdPerMtok: BigDecimal.BigDecimal) =>
-  BigDecimal.unsafeDivide(BigDecimal.multiply(BigDecimal.fromBigInt(BigInt(tokens)), usdPerMtok), MTOK)
 
 const costOf = (candidate: Candidate, usage: Usage) =>
   BigDecimal.sum(perMillion(usage.prompt_tokens, candidate.inputUsdPerMtok), perMillion(usage.completion_tokens, candidate.outputUsdPerMtok))
@@ -133,9 +121,6 @@ const tokensBy = taggedBy(tokensUsed, "gen_ai.token.type", "gen_ai.request.model
 const costBy = taggedBy(costUsd, "gen_ai.request.model")
 const rejectionsBy = taggedBy(preflightRejections, "code")
 
-const maxBy = (values: ReadonlyArray<BigDecimal.BigDecimal>) =>
-  values.reduce((a, b) => BigDecimal.max(a, b), ZERO)
-
 export class Inference extends Effect.Service<Inference>()("gateway/Inference", {
   effect: Effect.gen(function*() {
     const sql = yield* PgClient.PgClient
@@ -144,7 +129,6 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
     const limiter = yield* RateLimiter
     const adapters = yield* UpstreamAdapters
     const keys = yield* ProviderKeys
-    const display = yield* DisplayLedger
     const settlements = yield* Settlements
     const admissionCache = yield* AdmissionCache
     const attemptTimeoutMs = yield* upstreamTimeoutMs
@@ -162,128 +146,16 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
     const step = <A, E>(name: string, check: () => Effect.Effect<A, E>): Effect.Effect<A, E> =>
       tracing ? Effect.suspend(check).pipe(span(name)) : check()
 
-    /**
-     * Check 1: the model exists for this platform, the key may do inference and the prompt is
-     * within GATEWAY_MAX_PROMPT_CHARS (`chars`, its length, read before anything is counted);
-     * gives max_tokens.
-     */
-    const checkModel = (
-      caller: Caller,
-      request: ChatRequest,
-      candidates: ReadonlyArray<Candidate>,
-      chars: number,
-      requestType: RequestType
-    ): Either.Either<number | undefined, Forbidden | NotFound | ValidationError> => {
-      if (!caller.scopes.includes("inference")) {
-        return Either.left(new Forbidden({ code: "insufficient_scope", message: "This key lacks the inference scope" }))
-      }
-      if (candidates.length === 0) {
-        return Either.left(new NotFound({ code: "model_not_found", param: "model", message: `The model '${request.model}' does not exist or is not enabled` }))
-      }
-      if (chars > maxPromptChars) {
-        const field = requestType === "response" ? "input" : "messages"
-        return Either.left(new ValidationError({
-          code: "context_length_exceeded",
-          param: field,
-          message: `The ${field} hold ${chars} characters of text; this gateway accepts at most ${maxPromptChars} per request`
-        }))
-      }
-      const maxTokens = request.max_tokens ?? request.max_completion_tokens
-      if (maxTokens !== undefined && maxTokens < 16 && candidates.some((c) => c.kind === "openai-responses")) {
-        return Either.left(new ValidationError({
-          code: "max_tokens_too_small",
-          param: "max_tokens",
-          message: "max_tokens must be at least 16 for this model"
-        }))
-      }
-      return Either.right(maxTokens)
-    }
-
-    const unlimited = Effect.succeed<{ readonly limits: RateLimits; readonly rateLimit: RateLimitState | null }>({ limits: NO_LIMITS, rateLimit: null })
-
-    /**
-     * Check 2: the end user's limits (their override, else the platform default, else none). A
-     * refusal stays RateLimitExceeded: the handler turns it into 429 + retry-after.
-     */
-    const checkRateLimit = (
-      caller: Caller,
-      snapshot: AdmissionSnapshot,
-      promptEstimate: number
-    ): Effect.Effect<{ readonly limits: RateLimits; readonly rateLimit: RateLimitState | null }, RateLimitExceeded> => {
-      if (caller._tag !== "EndUserKey") return unlimited
-      const effective = resolveLimits(snapshot.override, snapshot.settings.default_rate_limits)
-      const limits: RateLimits = { rpm: effective.rpm_limit, tpm: effective.tpm_limit, rpd: effective.rpd_limit }
-      return Effect.map(limiter.admit(caller.endUserId, limits, promptEstimate), (rateLimit) => ({ limits, rateLimit }))
-    }
-
-    const notSuspended = (live: BudgetRow | null): Either.Either<BudgetRow | null, PaymentRequired> =>
-      live?.is_active === true && live.is_suspended
-        ? Either.left(new PaymentRequired({ code: "budget_suspended", param: "budget", message: "The budget is suspended" }))
-        : Either.right(live)
-
-    /**
-     * Check 3: the live, active budget (after a due period reset) is not suspended. Gives the
-     * live budget (active or not; null: none).
-     */
-    const checkSuspension = (caller: Caller, snapshot: AdmissionSnapshot): Effect.Effect<BudgetRow | null, PaymentRequired> => {
-      const row = snapshot.budget
-      if (caller._tag !== "EndUserKey" || row === null) return notSuspended(null)
-      if (currentPeriodStart(row.period, row.period_anchor, new Date(clock.unsafeCurrentTimeMillis())).getTime() > row.period_start.getTime()) {
-        // A period boundary passed: take the locked path that resets it first (rare).
-        return Effect.flatMap(ledger.get(caller.platformId, caller.endUserId).pipe(Effect.catchTag("NotFound", () => Effect.succeed(null))), notSuspended)
-      }
-      return notSuspended(row)
-    }
-
-    /** Check 4: remaining > 0 on the USD ledger (open capability holds count), then on the display ledger. */
-    const checkBudget = (budget: BudgetRow | null, snapshot: AdmissionSnapshot): Either.Either<void, PaymentRequired> => {
-      if (budget === null) return Either.void
-      const remaining = BigDecimal.subtract(BigDecimal.subtract(dec(budget.max_usd), dec(budget.used_usd)), snapshot.held)
-      if (BigDecimal.lessThanOrEqualTo(remaining, ZERO)) {
-        return Either.left(new PaymentRequired({ code: "budget_exhausted", param: "usd_ledger", message: "The USD budget is exhausted" }))
-      }
-      if (display.exhausted(budget, snapshot.settings.end_user_wallet ?? null)) {
-        return Either.left(new PaymentRequired({ code: "budget_exhausted", param: "display_ledger", message: "The display balance is exhausted" }))
-      }
-      return Either.void
-    }
-
-    /**
-     * Whether checks 3 or 4 refuse the call whatever its prompt's size, and check 2 does not
-     * need the size to decide (no tokens-per-minute limit): then the prompt need not be counted
-     * to give the answer the checks in order give. Reads the snapshot only; a period boundary
-     * that passed (check 3 resets it first) answers no.
-     */
-    const refusedWhateverTheSize = (caller: Caller, snapshot: AdmissionSnapshot): boolean => {
-      const row = snapshot.budget
-      if (caller._tag !== "EndUserKey" || row === null || !row.is_active) return false
-      if (resolveLimits(snapshot.override, snapshot.settings.default_rate_limits).tpm_limit !== null) return false
-      if (currentPeriodStart(row.period, row.period_anchor, new Date(clock.unsafeCurrentTimeMillis())).getTime() > row.period_start.getTime()) return false
-      return row.is_suspended || Either.isLeft(checkBudget(row, snapshot))
-    }
+    /** Check 3's locked path: the live budget, after the due period reset (null: none). */
+    const liveBudget = (platformId: string, endUserId: string) =>
+      ledger.get(platformId, endUserId).pipe(Effect.catchTag("NotFound", () => Effect.succeed(null)))
 
     /**
      * The prompt estimate of a prompt over SLICE_CHARS: counted in slices that let other
      * requests run meanwhile, or not at all when the checks refuse the call whatever it is.
      */
     const estimateLargePrompt = (caller: Caller, snapshot: AdmissionSnapshot, request: ChatRequest): Effect.Effect<number> =>
-      refusedWhateverTheSize(caller, snapshot) ? Effect.succeed(0) : countPromptTokensYielding(request.messages)
-
-    /** Check 5: the platform wallet covers the estimate (priced at the dearest candidate). */
-    const checkWallet = (snapshot: AdmissionSnapshot, promptEstimate: number, maxTokens: number | undefined): Either.Either<void, PaymentRequired> => {
-      const estimate = BigDecimal.sum(
-        perMillion(promptEstimate, maxBy(snapshot.candidates.map((c) => c.inputUsdPerMtok))),
-        perMillion(maxTokens ?? DEFAULT_MAX_TOKENS, maxBy(snapshot.candidates.map((c) => c.outputUsdPerMtok)))
-      )
-      if (BigDecimal.lessThan(snapshot.walletBalance, estimate)) {
-        return Either.left(new PaymentRequired({
-          code: "wallet_insufficient",
-          param: "platform_wallet",
-          message: `The platform wallet cannot cover the estimated cost (${BigDecimal.format(estimate)} USD)`
-        }))
-      }
-      return Either.void
-    }
+      refusedWhateverTheSize(caller, snapshot, clock.unsafeCurrentTimeMillis()) ? Effect.succeed(0) : countPromptTokensYielding(request.messages)
 
     // Every generator of a call is defined once, here (Effect.fnUntraced), never inside a
     // per-call function (`(x) => Effect.gen(function*() {...})`): V8 gives each new generator
@@ -339,11 +211,11 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
       const startedAt = clock.unsafeCurrentTimeMillis()
       const snapshot = yield* readSnapshot(caller, request.model)
       const chars = promptChars(request.messages)
-      const maxTokens = yield* step("preflight.model", () => checkModel(caller, request, snapshot.candidates, chars, requestType))
+      const maxTokens = yield* step("preflight.model", () => checkModel(caller, request, snapshot.candidates, chars, requestType, maxPromptChars))
       // A small prompt is counted at once, as part of this step; a large one in slices.
       const promptEstimate = chars <= SLICE_CHARS ? countPromptTokens(request.messages) : yield* estimateLargePrompt(caller, snapshot, request)
-      const { limits, rateLimit } = yield* step("preflight.rate_limit", () => checkRateLimit(caller, snapshot, promptEstimate))
-      const live = yield* step("preflight.suspension", () => checkSuspension(caller, snapshot))
+      const { limits, rateLimit } = yield* step("preflight.rate_limit", () => checkRateLimit(caller, snapshot, promptEstimate, limiter))
+      const live = yield* step("preflight.suspension", () => checkSuspension(caller, snapshot, clock.unsafeCurrentTimeMillis(), liveBudget))
       yield* step("preflight.budget", () => checkBudget(live?.is_active === true ? live : null, snapshot))
       yield* step("preflight.wallet", () => checkWallet(snapshot, promptEstimate, maxTokens))
       const admitted: Admitted = {

@@ -507,6 +507,14 @@ export class RateLimiter extends Context.Tag("gateway/RateLimiter")<RateLimiter,
   static readonly layerRedis = (url: string, options: RedisLimiterOptions = {}): Layer.Layer<RateLimiter> =>
     Layer.scoped(RateLimiter, makeRedis(url, options))
 
+  /**
+   * Tests: `admit` decides each admission (by default every call is admitted, with no limits'
+   * state); settlement does nothing.
+   */
+  static readonly test = (
+    admit: Context.Tag.Service<RateLimiter>["admit"] = () => Effect.succeed(nullState)
+  ): Layer.Layer<RateLimiter> => Layer.succeed(RateLimiter, { admit, settle: () => Effect.void })
+
   /** REDIS_URL set -> Redis, else memory. */
   static readonly layerFromConfig: Layer.Layer<RateLimiter, ConfigError> = Layer.unwrapEffect(
     Effect.gen(function*() {

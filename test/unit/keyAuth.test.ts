@@ -65,3 +65,13 @@ it.effect("requirePlatform: own platform passes, another is NotFound, end-user a
     const notAdmin = yield* Effect.flip(requireAdmin.pipe(Effect.provideService(CurrentPrincipal, own)))
     expect(notAdmin._tag).toBe("Forbidden")
   }))
+
+const listed = { _tag: "PlatformKey", keyId: "k", platformId: "p1", scopes: ["inference"] } as const
+it.effect("KeyAuth.test: a listed token is its principal; no key is missing_api_key, any other invalid_api_key", () =>
+  Effect.gen(function*() {
+    const keyAuth = yield* KeyAuth
+    expect(yield* keyAuth.authenticate("Bearer sk-listed")).toBe(listed)
+    expect(yield* Effect.flip(keyAuth.authenticate(undefined))).toMatchObject({ code: "missing_api_key" })
+    expect(yield* Effect.flip(keyAuth.authenticate("Bearer sk-other"))).toMatchObject({ code: "invalid_api_key" })
+    expect(yield* Effect.flip(keyAuth.authenticate("Bearer constructor"))).toMatchObject({ code: "invalid_api_key" })
+  }).pipe(Effect.provide(KeyAuth.test({ "sk-listed": listed }))))

@@ -3,35 +3,25 @@
 // edge-triggered low-balance alert, observed through a spy WebhookOutbox layer.
 import { expect, layer } from "@effect/vitest"
 import { PgClient } from "@effect/sql-pg"
-import { ConfigProvider, Effect, Layer, Ref, TestClock } from "effect"
+import { ConfigProvider, Effect, Layer, TestClock } from "effect"
 import { ApiKeys } from "../../layers/tenancy/ApiKeys.js"
 import { BudgetLedger } from "../../layers/ledger/BudgetLedger.js"
 import { DatabaseLive } from "../../layers/platform/Database.js"
 import { EndUsers } from "../../layers/tenancy/EndUsers.js"
 import { KeyAuth } from "../../layers/access/KeyAuth.js"
 import { Platforms } from "../../layers/tenancy/Platforms.js"
-import { type BudgetEventType, WebhookOutbox } from "../../layers/ledger/WebhookOutbox.js"
+import { type RecordedEvent, WebhookOutbox } from "../../layers/ledger/WebhookOutbox.js"
 import { addMonthsClamped, currentPeriodStart } from "../../layers/lib/Periods.js"
 import { dec } from "../../layers/lib/Money.js"
 import { TestDatabaseUrlLive } from "../support/TestDatabase.js"
 import { BigDecimal } from "effect"
 
-const events = Effect.runSync(Ref.make<Array<{ type: BudgetEventType; budgetId: string }>>([]))
-/** Only `enqueue` is used by the ledger; anything else the test would call dies loudly. */
-const onlyThese = <T extends object>(impl: Partial<T>): T =>
-  new Proxy(impl, {
-    get: (target, name) => name in target ? (target as any)[name] : () => Effect.dieMessage(`not stubbed: ${String(name)}`)
-  }) as T
-
-const SpyOutbox = Layer.succeed(
-  WebhookOutbox,
-  WebhookOutbox.make(onlyThese<WebhookOutbox>({
-    enqueue: (type, data) => Ref.update(events, (all) => [...all, { type, budgetId: data.budget_id }])
-  }))
-)
+/** The budget events the ledger enqueued (WebhookOutbox.test records them). */
+const events: Array<RecordedEvent> = []
+const SpyOutbox = WebhookOutbox.test(events)
 // The live KeyAuth repeats a 1 s flush loop: under TestClock a jump of years would replay it
-// millions of times. The ledger only needs `invalidate`, so swap in a no-op.
-const KeyAuthStub = Layer.succeed(KeyAuth, KeyAuth.make(onlyThese<KeyAuth>({ invalidate: () => Effect.void })))
+// millions of times. The ledger only needs `invalidate`, which the test layer makes a no-op.
+const KeyAuthStub = KeyAuth.test()
 
 
 const TestLayer = Layer.mergeAll(Platforms.Default, EndUsers.Default).pipe(
@@ -124,7 +114,7 @@ layer(TestLayer, { timeout: "60 seconds" })("BudgetLedger periods", (it) => {
         auto_replenish: false,
         low_balance_threshold: usd("3")
       }, actor)
-      const lowEvents = Effect.map(Ref.get(events), (all) => all.filter((e) => e.budgetId === budget.id && e.type === "budget.low_balance").length)
+      const lowEvents = Effect.sync(() => events.filter((e) => e.data.budget_id === budget.id && e.type === "budget.low_balance").length)
       const debit = (amount: string) => ledger.debit(platformId, endUserId, { amount_usd: usd(amount) }, actor).pipe(sql.withTransaction)
       const topup = (amount: string) => ledger.topup(platformId, endUserId, { amount_usd: usd(amount) }, actor).pipe(sql.withTransaction)
 
@@ -143,9 +133,8 @@ layer(TestLayer, { timeout: "60 seconds" })("BudgetLedger periods", (it) => {
       expect(yield* lowEvents).toBe(2)
       yield* debit("1")
       expect(yield* lowEvents).toBe(2)
-      const all = yield* Ref.get(events)
-      expect(all.filter((e) => e.budgetId === budget.id && e.type === "budget.topped_up")).toHaveLength(2)
-      expect(all.filter((e) => e.budgetId === budget.id && e.type === "budget.debited")).toHaveLength(7)
+      expect(events.filter((e) => e.data.budget_id === budget.id && e.type === "budget.topped_up")).toHaveLength(2)
+      expect(events.filter((e) => e.data.budget_id === budget.id && e.type === "budget.debited")).toHaveLength(7)
     }))
 })
 

@@ -25,17 +25,9 @@ import { dec } from "../../layers/lib/Money.js"
 import { nextPeriodStart } from "../../layers/lib/Periods.js"
 import { TestDatabaseUrlLive } from "../support/TestDatabase.js"
 
-/** Only what the ledger calls; anything else dies loudly. */
-const onlyThese = <T extends object>(impl: Partial<T>): T =>
-  new Proxy(impl, {
-    get: (target, name) => name in target ? (target as any)[name] : () => Effect.dieMessage(`not stubbed: ${String(name)}`)
-  }) as T
-
-const QuietOutbox = Layer.succeed(
-  WebhookOutbox,
-  WebhookOutbox.make(onlyThese<WebhookOutbox>({ enqueue: () => Effect.void, subscribedTypes: () => Effect.succeed(() => false) }))
-)
-const KeyAuthStub = Layer.succeed(KeyAuth, KeyAuth.make(onlyThese<KeyAuth>({ invalidate: () => Effect.void })))
+/** No endpoint wants any event: settlement enqueues none. */
+const QuietOutbox = WebhookOutbox.test([], () => false)
+const KeyAuthStub = KeyAuth.test()
 
 const layerWith = (config: ReadonlyArray<readonly [string, string]>) =>
   Layer.mergeAll(Platforms.Default, EndUsers.Default, Settlements.Default).pipe(

@@ -32,6 +32,9 @@ export class UpstreamAdapters extends Context.Tag("gateway/UpstreamAdapters")<Up
       return { get: (kind: ProviderKind) => adapters[kind] }
     })
   )
+  /** Tests: `adapter` serves every kind (a fake provider; nothing goes over the network). */
+  static readonly test = (adapter: UpstreamAdapter): Layer.Layer<UpstreamAdapters> =>
+    Layer.succeed(UpstreamAdapters, { get: () => adapter })
   /** Overrides some kinds (e.g. `{ openai: MockAdapter }`), the rest stay real. */
   static readonly layerWith = (overrides: Partial<Record<ProviderKind, UpstreamAdapter>>) =>
     Layer.effect(
