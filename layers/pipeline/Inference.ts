@@ -161,7 +161,7 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
     // per-call function (`(x) => Effect.gen(function*() {...})`): V8 gives each new generator
     // function a map of its own when it first runs, maps live in the old generation, and the
     // map keeps the function and all it closes over (the request) alive through every scavenge
-    // until the next full collection (docs/performance.md step 57).
+    // until the next full collection (hot-path rule "generators made once", docs/performance.md).
     /** One read of the admission snapshot, with this instance's queued settlements it does not include yet. */
     const readEntry = Effect.fnUntraced(function*(platformId: string, endUserId: string | null, model: string) {
       const loadedAt = Date.now()
@@ -245,8 +245,8 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
       )
 
     /**
-     * The call's metrics, updated in one step: as five Metric effects run by Effect.all they were
-     * about 30 of a JSON call's 330 runtime operations. No fiber-level metric tags are used
+     * The call's metrics, updated in one step (hot-path rule "metrics pre-keyed, updated in one
+     * step"): five Metric effects run by Effect.all cost runtime operations on every call. No fiber-level metric tags are used
      * anywhere (Effect.tagMetrics), so updating without them is what Metric.update would do.
      */
     const recordMetrics = (admitted: Admitted, outcome: Outcome, cost: BigDecimal.BigDecimal, durationMs: number) => {
@@ -390,9 +390,8 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
       // Once sent upstream, a call runs to its answer (each attempt bounded by the upstream
       // timeout) and is settled even if the client has left, since the provider bills it either
       // way: uninterruptible, so a client that leaves interrupts the request once the call is
-      // settled. (Forked to a fiber of its own, as it was, it cost about a tenth of a JSON call's
-      // CPU: a fork copies every FiberRef of the fiber and a join merges them back, the whole
-      // context of services included; docs/performance.md step 39.)
+      // settled. Not forked (hot-path rule "no context copies per call"): a fork copies every
+      // FiberRef of the fiber and a join merges them back, the whole context of services included.
       Effect.uninterruptible(answerAndSettle(admitted))
 
     /**
