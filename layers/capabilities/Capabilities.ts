@@ -1,23 +1,14 @@
 // Capabilities: the paid-provider catalog (seeded from catalog/capabilities.json at start), the
 // per-platform policy, full-text search, and runs: hold on the budget, one provider call, then
 // one settlement transaction (budget debit row, platform wallet debit, `capability` log row).
-// Provider credentials come from the catalog file (which environment variable, which header)
-// and the environment (the value, read at each call); the database never holds them.
+// The catalog's seeding, upserts and credentials are in CatalogSeed.ts, the policy in Policy.ts,
+// the rows and prices in Rows.ts, the outcome-to-final-state rule in Settlement.ts.
 import { PgClient } from "@effect/sql-pg"
-import { BigDecimal, Clock, Config, Duration, Effect, Option, Redacted, Schedule, Schema } from "effect"
-import { readFileSync } from "node:fs"
-import { packageFile } from "../lib/PackageRoot.js"
+import { BigDecimal, Clock, Config, Duration, Effect, Option, Schedule } from "effect"
 import {
   type CapabilityDetail,
   type CapabilityList,
-  type CapabilityProvider,
   type CapabilityShelf,
-  CatalogFile,
-  type CatalogEntry,
-  type ProviderAuth,
-  type CatalogUpserted,
-  type FinalState,
-  type PolicyState,
   PROVIDER_LIST_CAP,
   type ProviderFilter,
   type RunRequest,
@@ -25,8 +16,6 @@ import {
   type SearchResponse
 } from "../../schemas/Capabilities.js"
 import { Forbidden, NotFound, PaymentRequired } from "../../schemas/Errors.js"
-import { CapabilityPolicy } from "../../schemas/Platforms.js"
-import { durationMsConfig } from "../lib/ConfigValues.js"
 import { isUuid } from "../lib/Ids.js"
 import { dec, sqlDec } from "../lib/Money.js"
 import { isQueryCanceled } from "../lib/SqlErrors.js"
@@ -34,141 +23,37 @@ import { demoEnabled } from "../lib/DemoMode.js"
 import { allowPrivateUrls } from "../lib/SsrfGuard.js"
 import { AdmissionCache } from "../pipeline/AdmissionCache.js"
 import { actorOf, BudgetLedger, type BudgetRow } from "../ledger/BudgetLedger.js"
-import { demoCatalog } from "./DemoProviders.js"
-import { callProvider, type CallOutcome, type Credential } from "./ProviderCall.js"
+import { catalogPathConfig, makeCatalog } from "./CatalogSeed.js"
+import { capabilityTiming, policyOf, policyStateOf, toProvider } from "./Policy.js"
+import { callProvider } from "./ProviderCall.js"
+import {
+  byCost,
+  byRating,
+  type CapabilityRow,
+  type JoinedRow,
+  price,
+  providerColumnsOf,
+  type ProviderRow,
+  quotedPrice,
+  rating,
+  reservePrice,
+  uidOf,
+  ZERO
+} from "./Rows.js"
+import { type Settlement, settlementOf } from "./Settlement.js"
 import { openHoldsSql, platformOpenHoldsUsd } from "../ledger/Holds.js"
 import type { EndUserPrincipal, Principal } from "../access/KeyAuth.js"
 import { PlatformWallet } from "../ledger/PlatformWallet.js"
 
 export { openHoldsSql } from "../ledger/Holds.js"
+export { capabilityTiming, type Policy, policyOf, policyStateOf } from "./Policy.js"
+export { uidOf } from "./Rows.js"
 
-// --- rows and policy --------------------------------------------------------------------------
-
-interface CapabilityRow {
-  readonly id: string
-  readonly slug: string
-  readonly name: string
-  readonly description: string | null
-  readonly domains: ReadonlyArray<string>
-  readonly minted_by: "seed" | "classifier"
-  readonly is_active: boolean
-}
-
-interface ProviderRow {
-  readonly id: string
-  readonly capability_id: string
-  readonly slug: string
-  readonly name: string | null
-  readonly description: string | null
-  readonly url: string | null
-  readonly call_method: string
-  readonly protocol: string
-  readonly min_price_usd: string | null
-  readonly median_price_usd: string | null
-  readonly max_price_usd: string | null
-  readonly rating: string | null
-  readonly availability: "healthy" | "unknown" | "down"
-  readonly last_synced_at: Date | null
-  readonly input_example: unknown
-  readonly input_schema: unknown
-  readonly is_active: boolean
-}
-
-interface JoinedRow extends ProviderRow {
-  readonly capability_slug: string
-}
-
-/** A platform's `settings.capabilities`, with the defaults applied. */
-export interface Policy {
-  readonly enabled: boolean
-  readonly ceiling: BigDecimal.BigDecimal | null
-  readonly allowlist: ReadonlyArray<string> | null
-  readonly denylist: ReadonlyArray<string>
-  readonly chargeFailedCalls: boolean
-}
-
-const decodePolicy = Schema.decodeUnknownOption(CapabilityPolicy)
-
-export const policyOf = (raw: unknown): Policy => {
-  const p = Option.getOrUndefined(decodePolicy(raw ?? {}))
-  return {
-    enabled: p?.enabled === true,
-    ceiling: p?.max_price_usd == null ? null : dec(p.max_price_usd),
-    allowlist: p?.allowlist ?? null,
-    denylist: p?.denylist ?? [],
-    chargeFailedCalls: p?.charge_failed_calls ?? true
-  }
-}
-
-export const uidOf = (providerId: string) => `cap_${providerId}`
-
-const price = (value: string | null) => (value === null ? null : dec(value))
-
-/** What a run reserves and what the ceiling is compared with: the worst observed price. */
-const reservePrice = (p: ProviderRow) => price(p.max_price_usd) ?? price(p.median_price_usd) ?? price(p.min_price_usd)
-
-/** The typical price: cost sorting, `max_cost`, `max_pay` admission, and the unreported-cost default. */
-const quotedPrice = (p: ProviderRow) => price(p.median_price_usd) ?? price(p.min_price_usd) ?? price(p.max_price_usd)
-
-/**
- * denylisted > not_allowlisted > above_ceiling > in_policy. A list entry names a provider by
- * its slug, its uid, `capability/provider`, or a whole capability by its slug.
- */
-export const policyStateOf = (policy: Policy, capabilitySlug: string, p: ProviderRow): PolicyState => {
-  const names = [p.slug, uidOf(p.id), `${capabilitySlug}/${p.slug}`, capabilitySlug]
-  if (policy.denylist.some((entry) => names.includes(entry))) return "denylisted"
-  if (policy.allowlist !== null && !policy.allowlist.some((entry) => names.includes(entry))) return "not_allowlisted"
-  const reserve = reservePrice(p)
-  if (reserve === null) return "above_ceiling" // unpriced: nothing could be held for it
-  if (policy.ceiling !== null && BigDecimal.greaterThan(reserve, policy.ceiling)) return "above_ceiling"
-  return "in_policy"
-}
-
-const rating = (p: ProviderRow) => (p.rating === null ? null : Number(p.rating))
-
-const toProvider = (policy: Policy, capabilitySlug: string, p: ProviderRow): CapabilityProvider => ({
-  uid: uidOf(p.id),
-  slug: p.slug,
-  name: p.name,
-  description: p.description,
-  url: p.url,
-  min_price_usd: price(p.min_price_usd),
-  median_price_usd: price(p.median_price_usd),
-  max_price_usd: price(p.max_price_usd),
-  rating: rating(p),
-  availability: p.availability,
-  last_synced_at: p.last_synced_at,
-  policy_state: policyStateOf(policy, capabilitySlug, p),
-  call_method: p.call_method,
-  input_example: p.input_example ?? null,
-  input_schema: p.input_schema ?? null
-})
-
-const compareNullableDec = (a: BigDecimal.BigDecimal | null, b: BigDecimal.BigDecimal | null) =>
-  a === null ? (b === null ? 0 : 1) : b === null ? -1 : BigDecimal.Order(a, b)
-
-const byCost = (a: ProviderRow, b: ProviderRow) =>
-  compareNullableDec(quotedPrice(a), quotedPrice(b)) || (rating(b) ?? -1) - (rating(a) ?? -1) || a.slug.localeCompare(b.slug)
-
-const byRating = (a: ProviderRow, b: ProviderRow) =>
-  (rating(b) ?? -1) - (rating(a) ?? -1) || compareNullableDec(quotedPrice(a), quotedPrice(b)) || a.slug.localeCompare(b.slug)
-
-const ZERO = BigDecimal.make(0n, 0)
 const notFound = new NotFound({ code: "not_found", message: "No such capability" })
 const noProvider = new NotFound({ code: "not_found", param: "capability", message: "No such capability provider (uid)" })
 
 /** A credentialed provider whose variable is unset is not called: a call without it would be a failure billed to the user. */
 const CREDENTIAL_MISSING = "the gateway has no credential configured for this provider (its operator's log names the variable); it was not called"
-
-const DEFAULT_CATALOG = packageFile("catalog/capabilities.json")
-
-/** A capability call's timeout, how long its open hold outlives it, and how often holds are swept. */
-export const capabilityTiming = Config.all({
-  timeoutMs: durationMsConfig("GATEWAY_CAPABILITY_TIMEOUT", 30_000, 1, "GATEWAY_CAPABILITY_TIMEOUT_MS"),
-  // An open hold outlives its call by this much before recovery may release it.
-  graceMs: durationMsConfig("GATEWAY_CAPABILITY_HOLD_GRACE", 60_000, 0, "GATEWAY_CAPABILITY_HOLD_GRACE_MS"),
-  sweepMs: durationMsConfig("GATEWAY_CAPABILITY_SWEEP", 30_000, 1, "GATEWAY_CAPABILITY_SWEEP_MS")
-})
 
 // --- the service ------------------------------------------------------------------------------
 
@@ -180,153 +65,13 @@ export class Capabilities extends Effect.Service<Capabilities>()("gateway/Capabi
     const wallet = yield* PlatformWallet
     const config = yield* Config.all({
       timing: capabilityTiming,
-      catalogPath: Config.string("GATEWAY_CAPABILITY_CATALOG").pipe(Config.withDefault(DEFAULT_CATALOG)),
+      catalogPath: catalogPathConfig,
       allowPrivate: allowPrivateUrls,
       demo: demoEnabled
     }).pipe(Effect.orDie)
 
-    // --- catalog ------------------------------------------------------------------------------
-
-    const providerColumns = sql`p.id, p.capability_id, p.slug, p.name, p.description, p.url, p.call_method, p.protocol,
-      p.min_price_usd::text, p.median_price_usd::text, p.max_price_usd::text, p.rating::text, p.availability,
-      p.last_synced_at, p.input_example, p.input_schema, p.is_active`
-
-    /**
-     * Upserts one capability and its providers; the seed never overwrites operator-written rows.
-     * `keepCapability`: an existing capability row is left as it is (demo providers join the
-     * catalog file's capability without redefining it).
-     */
-    const upsertEntry = (entry: CatalogEntry, source: "seed" | "admin", keepCapability = false) =>
-      Effect.gen(function*() {
-        const c = entry.capability
-        yield* sql`INSERT INTO capabilities (slug, name, description, domains, minted_by, is_active, source)
-          VALUES (${c.slug}, ${c.name}, ${c.description ?? null}, ${[...(c.domains ?? [])]}::text[],
-            ${c.minted_by ?? "seed"}, ${c.is_active ?? true}, ${source})
-          ON CONFLICT (slug) ${keepCapability ? sql`DO NOTHING` : sql`DO UPDATE SET name = EXCLUDED.name, description = EXCLUDED.description,
-            domains = EXCLUDED.domains, minted_by = EXCLUDED.minted_by, is_active = EXCLUDED.is_active,
-            source = EXCLUDED.source, updated_at = now()
-          WHERE capabilities.source = 'seed' OR EXCLUDED.source = 'admin'`}`
-        const [cap] = yield* sql<CapabilityRow>`SELECT id, slug, name, description, domains, minted_by, is_active
-          FROM capabilities WHERE slug = ${c.slug}`
-        for (const p of entry.providers) {
-          yield* sql`INSERT INTO capability_providers (capability_id, slug, name, description, url, call_method, protocol,
-              min_price_usd, median_price_usd, max_price_usd, rating, availability, last_synced_at, input_example,
-              input_schema, is_active, source)
-            VALUES (${cap!.id}, ${p.slug}, ${p.name ?? null}, ${p.description ?? null}, ${p.url}, ${p.call_method},
-              ${p.protocol}, ${p.min_price_usd == null ? null : sqlDec(p.min_price_usd)},
-              ${p.median_price_usd == null ? null : sqlDec(p.median_price_usd)},
-              ${p.max_price_usd == null ? null : sqlDec(p.max_price_usd)}, ${p.rating ?? null},
-              ${p.availability ?? "unknown"}, ${p.last_synced_at ?? null},
-              ${p.input_example == null ? null : sql.json(p.input_example)},
-              ${p.input_schema == null ? null : sql.json(p.input_schema)}, ${p.is_active ?? true}, ${source})
-            ON CONFLICT (capability_id, slug) DO UPDATE SET name = EXCLUDED.name, description = EXCLUDED.description,
-              url = EXCLUDED.url, call_method = EXCLUDED.call_method, protocol = EXCLUDED.protocol,
-              min_price_usd = EXCLUDED.min_price_usd, median_price_usd = EXCLUDED.median_price_usd,
-              max_price_usd = EXCLUDED.max_price_usd, rating = EXCLUDED.rating, availability = EXCLUDED.availability,
-              last_synced_at = EXCLUDED.last_synced_at, input_example = EXCLUDED.input_example,
-              input_schema = EXCLUDED.input_schema, is_active = EXCLUDED.is_active, source = EXCLUDED.source,
-              updated_at = now()
-            WHERE capability_providers.source = 'seed' OR EXCLUDED.source = 'admin'`
-        }
-        const providers = yield* sql<ProviderRow>`SELECT ${providerColumns} FROM capability_providers p
-          WHERE p.capability_id = ${cap!.id} AND p.slug IN ${sql.in(entry.providers.map((p) => p.slug))}
-          ORDER BY p.slug`
-        return { cap: cap!, providers }
-      })
-
-    /** POST /v1/admin/capabilities/providers. */
-    const upsertCatalog = (entry: CatalogEntry): Effect.Effect<CatalogUpserted> =>
-      Effect.gen(function*() {
-        const { cap, providers } = yield* upsertEntry(entry, "admin").pipe(sql.withTransaction)
-        return {
-          capability: {
-            slug: cap.slug,
-            name: cap.name,
-            description: cap.description,
-            domains: cap.domains,
-            minted_by: cap.minted_by,
-            is_active: cap.is_active
-          },
-          providers: providers.map((p) => ({
-            uid: uidOf(p.id),
-            slug: p.slug,
-            name: p.name,
-            description: p.description,
-            url: p.url,
-            call_method: p.call_method,
-            protocol: p.protocol,
-            min_price_usd: price(p.min_price_usd),
-            median_price_usd: price(p.median_price_usd),
-            max_price_usd: price(p.max_price_usd),
-            rating: rating(p),
-            availability: p.availability,
-            last_synced_at: p.last_synced_at,
-            input_example: p.input_example ?? null,
-            input_schema: p.input_schema ?? null,
-            is_active: p.is_active
-          }))
-        }
-      }).pipe(Effect.orDie, Effect.withSpan("Capabilities.upsertCatalog", { attributes: { "capability.slug": entry.capability.slug } }))
-
-    /**
-     * The catalog file's credentials by `capability/provider`, each bound to the URL the file gives
-     * that provider: a row whose URL differs (an operator upsert moved it) is called without it.
-     */
-    const credentials = new Map<string, { readonly url: string; readonly auth: ProviderAuth }>()
-
-    /** Loads the seed file; idempotent, so every start (and every instance) may run it. */
-    const seed = Effect.gen(function*() {
-      const text = yield* Effect.try(() => readFileSync(config.catalogPath, "utf8"))
-      const file = yield* Schema.decodeUnknown(Schema.parseJson(CatalogFile))(text)
-      credentials.clear()
-      for (const entry of file.capabilities) {
-        yield* upsertEntry(entry, "seed").pipe(sql.withTransaction)
-        for (const p of entry.providers) {
-          if (p.auth === undefined) continue
-          credentials.set(`${entry.capability.slug}/${p.slug}`, { url: p.url, auth: p.auth })
-          const value = yield* Config.option(Config.string(p.auth.env))
-          if (Option.isNone(value) || value.value === "") {
-            yield* Effect.logWarning(
-              `capability provider ${entry.capability.slug}/${p.slug}: ${p.auth.env} is not set; its runs are released (nothing charged) until it is`
-            )
-          }
-        }
-      }
-      return file.capabilities.length
-    }).pipe(Effect.orDie, Effect.withSpan("Capabilities.seed"))
-
-    /**
-     * Demo mode upserts the in-process providers (layers/capabilities/DemoProviders.ts); outside
-     * it they are deactivated, so a database that once ran the demo lists none that cannot answer.
-     */
-    const demoProviders = Effect.gen(function*() {
-      if (!config.demo) {
-        yield* sql`UPDATE capability_providers SET is_active = false, updated_at = now() WHERE url LIKE 'mock://%' AND is_active`
-        return
-      }
-      for (const entry of demoCatalog) yield* upsertEntry(entry, "seed", true).pipe(sql.withTransaction)
-    }).pipe(Effect.orDie, Effect.withSpan("Capabilities.demoProviders"))
-
-    /** A header value Node accepts (no control characters but tab). */
-    const HEADER_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/
-
-    /**
-     * The credential of a provider the catalog file gives one: `none` without (or for a row moved
-     * to another URL), the header when its variable is set, `missing` (with why, for the log) when not.
-     */
-    const credentialFor = (provider: JoinedRow) =>
-      Effect.gen(function*() {
-        const entry = credentials.get(`${provider.capability_slug}/${provider.slug}`)
-        if (entry === undefined || entry.url !== provider.url) return { _tag: "None" } as const
-        const { header, env, scheme } = entry.auth
-        const value = yield* Config.option(Config.redacted(env)).pipe(Effect.orDie)
-        const secret = Option.match(value, { onNone: () => "", onSome: Redacted.value })
-        if (secret === "") return { _tag: "Missing", why: `${env} is not set` } as const
-        const headerValue = scheme === undefined ? secret : `${scheme} ${secret}`
-        if (!HEADER_VALUE.test(headerValue)) return { _tag: "Missing", why: `${env} holds characters a header cannot carry` } as const
-        const credential: Credential = { header, value: headerValue, secret }
-        return { _tag: "Header", credential } as const
-      })
+    const providerColumns = providerColumnsOf(sql)
+    const { upsertCatalog, seed, demoProviders, credentialFor } = makeCatalog(sql, providerColumns, config)
 
     // --- policy and browsing ------------------------------------------------------------------
 
@@ -513,38 +258,6 @@ export class Capabilities extends Effect.Service<Capabilities>()("gateway/Capabi
         Effect.catchTag("SqlError", Effect.die),
         Effect.withSpan("Capabilities.reserve")
       )
-
-    interface Settlement {
-      readonly state: FinalState
-      readonly ok: boolean
-      readonly status: number | null
-      readonly cost: BigDecimal.BigDecimal
-      readonly charge: boolean
-      readonly error: string | null
-    }
-
-    /**
-     * Maps the call's outcome to a final state:
-     *  - 2xx: `billed`, charged (ok is the body's boolean `ok` when present, else true);
-     *  - non-2xx: `failed` and charged when charge_failed_calls (default), else `released`;
-     *  - no answer (timeout, connection error, refused URL): `released`, nothing charged.
-     * A charged cost is the provider's `x-cost-usd` header, else the median price, capped at the hold.
-     */
-    const settlementOf = (outcome: CallOutcome, provider: JoinedRow, hold: BigDecimal.BigDecimal, policy: Policy): Settlement => {
-      if (outcome._tag === "NoAnswer") {
-        return { state: "released", ok: false, status: null, cost: ZERO, charge: false, error: outcome.message }
-      }
-      const cost = BigDecimal.min(outcome.reportedCost ?? quotedPrice(provider) ?? hold, hold)
-      const success = outcome.status >= 200 && outcome.status < 300
-      if (success) {
-        const flag = typeof outcome.body === "object" && outcome.body !== null && "ok" in outcome.body ? outcome.body.ok : undefined
-        return { state: "billed", ok: typeof flag === "boolean" ? flag : true, status: outcome.status, cost, charge: true, error: null }
-      }
-      const error = `provider answered HTTP ${outcome.status}`
-      return policy.chargeFailedCalls
-        ? { state: "failed", ok: false, status: outcome.status, cost, charge: true, error }
-        : { state: "released", ok: false, status: outcome.status, cost: ZERO, charge: false, error }
-    }
 
     /**
      * One transaction: close the run (only if still open), then the budget debit row, the platform
