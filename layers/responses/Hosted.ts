@@ -1,0 +1,170 @@
+// The hybrid MCP tool loop: the request's `type: mcp` items resolved to tool-app tools offered to
+// the model, and the loop that runs the model's calls of them inline, turn after turn.
+import { Effect } from "effect"
+import type { ChatCompletion, ChatMessage, FunctionTool, ToolCall, Usage } from "../../schemas/Chat.js"
+import { Forbidden, ValidationError } from "../../schemas/Errors.js"
+import type { OutputItem, ResponsesRequest } from "../../schemas/Responses.js"
+import type { EndUserPrincipal, KeyAuth } from "../access/KeyAuth.js"
+import type { Admitted, Caller, Inference } from "../pipeline/Inference.js"
+import { PERSONAL, PERSONAL_LABEL, type ToolHost, type ToolListing } from "../tools/ToolHost.js"
+import type { ToolResult } from "../tools/apps/ToolApp.js"
+import { itemId, toOutput } from "./Items.js"
+
+/** The hybrid loop's cap: model turns per request (spec "Limits"). */
+const MAX_ITERATIONS = 10
+const NO_LIMITS = { rpm: null, tpm: null, rpd: null }
+
+/** A hosted tool offered to the model: which app serves it, as which end user. */
+export interface HostedTarget {
+  /** The app slug, or PERSONAL for the per-user URL. */
+  readonly slug: string
+  /** The item's `server_label`, as the mcp_call items name it. */
+  readonly label: string
+  readonly principal: EndUserPrincipal
+}
+
+/** The hosted tools a request offers: by tool name, as chat tools, and per server for discovery. */
+export interface HostedTools {
+  readonly byName: Map<string, HostedTarget>
+  readonly chatTools: Array<FunctionTool>
+  readonly servers: Array<{ readonly label: string; readonly tools: ReadonlyArray<ToolListing> }>
+}
+
+export const makeHostedTools = (deps: {
+  readonly inference: Inference
+  readonly toolHost: ToolHost
+  readonly keyAuth: KeyAuth
+  readonly toolServiceUrl: Effect.Effect<string>
+}) => {
+  const { inference, toolHost, keyAuth, toolServiceUrl } = deps
+
+  /** The end user a hosted tool item's `authorization` names: of the caller's platform (and the caller itself for end-user keys). */
+  const hostedPrincipal = Effect.fnUntraced(function*(caller: Caller, authorization: string | undefined, param: string) {
+    if (authorization === undefined) {
+      return yield* new ValidationError({ code: "validation_error", param, message: "authorization is required: Bearer <END_USER_KEY>" })
+    }
+    const principal = yield* keyAuth.authenticate(authorization)
+    const sameUser = principal._tag === "EndUserKey" && principal.platformId === caller.platformId &&
+      (caller._tag !== "EndUserKey" || caller.endUserId === principal.endUserId)
+    if (!sameUser) {
+      return yield* new Forbidden({ code: "forbidden", param, message: "authorization must be an end-user key of the calling user" })
+    }
+    return principal
+  })
+
+  /**
+   * Resolves the `type: mcp` items: validation, tool discovery over the tool service, allowed_tools.
+   * `server_label` names an app (`{mcp_url}/mcp/<app>`), or is `gateway` for the per-user URL
+   * `{mcp_url}/mcp` (skills and capability tools, unprefixed names).
+   */
+  const resolveHosted = Effect.fnUntraced(function*(caller: Caller, tools: NonNullable<ResponsesRequest["tools"]>) {
+    const byName = new Map<string, HostedTarget>()
+    const chatTools: Array<FunctionTool> = []
+    const servers: Array<{ readonly label: string; readonly tools: ReadonlyArray<ToolListing> }> = []
+    for (const [index, tool] of tools.entries()) {
+      if (tool.type !== "mcp") continue
+      const param = (field: string) => `tools.${index}.${field}`
+      if (tool.require_approval !== undefined && tool.require_approval !== "never") {
+        return yield* new ValidationError({
+          code: "unsupported_tool_type",
+          param: param("require_approval"),
+          message: "Only require_approval \"never\" is supported"
+        })
+      }
+      if (tool.server_label === PERSONAL) {
+        return yield* new ValidationError({ code: "validation_error", param: param("server_label"), message: "server_label must not be empty" })
+      }
+      const slug = tool.server_label === PERSONAL_LABEL ? PERSONAL : tool.server_label
+      const expected = slug === PERSONAL ? `${yield* toolServiceUrl}/mcp` : `${yield* toolServiceUrl}/mcp/${slug}`
+      if (tool.server_url.replace(/\/+$/, "") !== expected) {
+        return yield* new ValidationError({ code: "validation_error", param: param("server_url"), message: `server_url must be ${expected}` })
+      }
+      const principal = yield* hostedPrincipal(caller, tool.authorization, param("authorization"))
+      const listing = yield* toolHost.listTools(principal, slug).pipe(
+        Effect.catchTag("NotFound", () =>
+          Effect.fail(new ValidationError({ code: "validation_error", param: param("server_label"), message: `The app '${tool.server_label}' is not active for this platform` })))
+      )
+      const allowed = tool.allowed_tools
+      const offered = listing.filter((t) =>
+        allowed === undefined || allowed.includes(t.name) ||
+        (slug !== PERSONAL && allowed.includes(t.name.slice(tool.server_label.length + 1))))
+      for (const t of offered) {
+        byName.set(t.name, { slug, label: tool.server_label, principal })
+        chatTools.push({ type: "function", function: { name: t.name, description: t.description, parameters: { ...t.inputSchema } } })
+      }
+      servers.push({ label: tool.server_label, tools: offered })
+    }
+    return { byName, chatTools, servers }
+  })
+
+  /** Runs one hosted call (metered by ToolHost); app errors become a failed mcp_call item. */
+  const runHostedCall = Effect.fnUntraced(function*(target: HostedTarget, call: ToolCall) {
+    let args: unknown
+    try {
+      args = JSON.parse(call.function.arguments === "" ? "{}" : call.function.arguments)
+    } catch {
+      args = null
+    }
+    const result: ToolResult = typeof args === "object" && args !== null && !Array.isArray(args)
+      ? yield* toolHost.callTool(target.principal, target.slug, call.function.name, args as Record<string, unknown>).pipe(
+        Effect.catchTag("NotFound", (e) => Effect.succeed<ToolResult>({ content: [{ type: "text", text: e.message }], isError: true }))
+      )
+      : { content: [{ type: "text", text: "The tool arguments are not a JSON object" }], isError: true }
+    const text = result.content.map((c) => c.text).join("\n")
+    const failed = result.isError === true
+    const item: OutputItem = {
+      id: itemId("mcp"),
+      type: "mcp_call",
+      server_label: target.label,
+      name: call.function.name,
+      arguments: call.function.arguments,
+      output: failed ? null : text,
+      error: failed ? text : null,
+      status: failed ? "failed" : "completed"
+    }
+    return { item, text }
+  })
+
+  /**
+   * The hybrid loop: call the model; when it asks only for tool-app tools, run them inline and
+   * call it again (at most MAX_ITERATIONS turns, each settled and logged as `response`); any
+   * function tool ends the loop at once so the client can run it. Without hosted tools this
+   * is a single call.
+   */
+  const runLoop = Effect.fnUntraced(function*(prepared: { readonly admitted: Admitted; readonly hosted: HostedTools }) {
+    const { admitted, hosted } = prepared
+    const output: Array<OutputItem> = []
+    let messages = [...admitted.request.messages]
+    let usage: Usage = { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 }
+    for (let turn = 0; turn < MAX_ITERATIONS; turn++) {
+      // Later turns reuse the admission; the rate limiter counted the request once.
+      const step = turn === 0
+        ? admitted
+        : { ...admitted, request: { ...admitted.request, messages: messages as [ChatMessage, ...Array<ChatMessage>] }, limits: NO_LIMITS }
+      const completion: ChatCompletion = yield* inference.complete(step)
+      usage = {
+        prompt_tokens: usage.prompt_tokens + completion.usage.prompt_tokens,
+        completion_tokens: usage.completion_tokens + completion.usage.completion_tokens,
+        total_tokens: usage.total_tokens + completion.usage.total_tokens
+      }
+      const message = completion.choices[0]?.message
+      const calls = message?.tool_calls ?? []
+      const hostedCalls = calls.filter((c) => hosted.byName.has(c.function.name))
+      if (calls.length === 0 || hostedCalls.length < calls.length) {
+        // A final answer, or a function tool for the client: its hosted calls are not run.
+        output.push(...toOutput(message?.content ?? null, calls.filter((c) => !hosted.byName.has(c.function.name)), "completed"))
+        return { output, usage, status: "completed" as const }
+      }
+      messages = [...messages, { role: "assistant", content: message?.content ?? null, tool_calls: calls }]
+      for (const call of hostedCalls) {
+        const target = hosted.byName.get(call.function.name)!
+        const result = yield* runHostedCall(target, call)
+        output.push(result.item)
+        messages = [...messages, { role: "tool", tool_call_id: call.id, content: result.text }]
+      }
+    }
+    return { output, usage, status: "incomplete" as const }
+  })
+
+  return { resolveHosted, runLoop } as const
+}

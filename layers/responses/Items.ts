@@ -1,0 +1,134 @@
+// The translation between the Responses API and chat completions: input and output items to chat
+// messages, a request body to a chat request, a completion to output items and a response object.
+import type { ChatMessage, ChatRequest, FunctionTool, ToolCall, Usage } from "../../schemas/Chat.js"
+import type { InputItem, OutputItem, ResponseObject, ResponsesRequest } from "../../schemas/Responses.js"
+import { objectId } from "../lib/Ids.js"
+
+export const itemId = (prefix: string) => objectId(`${prefix}_`)
+
+
+const partsText = (content: string | ReadonlyArray<{ readonly text: string }>) =>
+  typeof content === "string" ? content : content.map((p) => p.text).join("")
+
+/** Input and output items, oldest first, as chat messages (function calls merge into one turn). */
+export const toMessages = (items: ReadonlyArray<InputItem | OutputItem>): Array<ChatMessage> => {
+  const messages: Array<ChatMessage> = []
+  const pushCall = (call: ToolCall) => {
+    const last = messages.at(-1)
+    if (last !== undefined && last.role === "assistant") {
+      messages[messages.length - 1] = { ...last, tool_calls: [...(last.tool_calls ?? []), call] }
+    } else {
+      messages.push({ role: "assistant", content: null, tool_calls: [call] })
+    }
+  }
+  for (const item of items) {
+    if (item.type === "function_call_output") {
+      messages.push({ role: "tool", tool_call_id: item.call_id, content: item.output })
+    } else if (item.type === "function_call") {
+      pushCall({ id: item.call_id, type: "function", function: { name: item.name, arguments: item.arguments } })
+    } else if (item.type === "mcp_call") {
+      pushCall({ id: item.id, type: "function", function: { name: item.name, arguments: item.arguments } })
+      messages.push({ role: "tool", tool_call_id: item.id, content: item.output ?? item.error ?? "" })
+    } else if ("id" in item && item.type === "message") {
+      messages.push({ role: "assistant", content: partsText(item.content) })
+    } else if ("role" in item) {
+      messages.push({ role: item.role, content: partsText(item.content) })
+    }
+  }
+  return messages
+}
+
+/** A completion's message as output items: text first, then one item per function call. */
+export const toOutput = (content: string | null, toolCalls: ReadonlyArray<ToolCall>, status: "completed" | "incomplete"): Array<OutputItem> => [
+  ...(content !== null && content !== ""
+    ? [{ id: itemId("msg"), type: "message" as const, role: "assistant" as const, status, content: [{ type: "output_text" as const, text: content, annotations: [] }] }]
+    : []),
+  ...toolCalls.map((c) => ({
+    id: itemId("fc"),
+    type: "function_call" as const,
+    call_id: c.id,
+    name: c.function.name,
+    arguments: c.function.arguments,
+    status
+  }))
+]
+
+export const toUsage = (usage: Usage | null) =>
+  usage === null ? null : { input_tokens: usage.prompt_tokens, output_tokens: usage.completion_tokens, total_tokens: usage.total_tokens }
+
+/** The chat request a Responses body asks for: its function tools and the hosted ones offered with them. */
+export const toChatRequest = (
+  body: ResponsesRequest,
+  messages: ReadonlyArray<ChatMessage>,
+  hostedChatTools: ReadonlyArray<FunctionTool>
+): ChatRequest => {
+  const toolChoice = body.tool_choice === undefined
+    ? undefined
+    : typeof body.tool_choice === "string" ? body.tool_choice
+    : "name" in body.tool_choice ? { type: "function" as const, function: { name: body.tool_choice.name } }
+    : body.tool_choice
+  const responseFormat = body.response_format ?? body.text?.format
+  const chat: ChatRequest = {
+    model: body.model,
+    messages: messages as [ChatMessage, ...Array<ChatMessage>],
+    stream: body.stream === true,
+    // Usage is needed to store the response, whatever the client asked.
+    ...(body.stream === true ? { stream_options: { include_usage: true } } : {}),
+    ...(body.temperature !== undefined ? { temperature: body.temperature } : {}),
+    ...(body.top_p !== undefined ? { top_p: body.top_p } : {}),
+    ...(body.max_output_tokens !== undefined ? { max_tokens: body.max_output_tokens } : {}),
+    ...(responseFormat !== undefined ? { response_format: responseFormat } : {}),
+    ...(toolChoice !== undefined ? { tool_choice: toolChoice } : {}),
+    ...((body.tools ?? []).length > 0
+      ? {
+        tools: [
+          ...(body.tools ?? []).flatMap((t) =>
+            t.type === "function"
+              ? [{
+                type: "function" as const,
+                function: {
+                  name: t.name,
+                  ...(t.description != null ? { description: t.description } : {}),
+                  ...(t.parameters != null ? { parameters: t.parameters } : {})
+                }
+              }]
+              : []
+          ),
+          ...hostedChatTools
+        ]
+      }
+      : {})
+  }
+  return chat
+}
+
+/** The response object as answered and as sent in the stream events. */
+export const responseObject = (
+  id: string,
+  body: ResponsesRequest,
+  createdAt: Date,
+  status: ResponseObject["status"],
+  output: ReadonlyArray<OutputItem>,
+  usage: Usage | null,
+  threadId: string | null
+): ResponseObject => ({
+  id,
+  object: "response",
+  created_at: Math.floor(createdAt.getTime() / 1000),
+  status,
+  model: body.model,
+  output,
+  usage: toUsage(usage),
+  previous_response_id: body.previous_response_id ?? null,
+  thread_id: threadId,
+  instructions: body.instructions ?? null,
+  error: null,
+  incomplete_details: status === "incomplete" ? { reason: "max_tool_iterations" } : null,
+  tools: body.tools ?? [],
+  parallel_tool_calls: true,
+  tool_choice: body.tool_choice ?? "auto",
+  temperature: body.temperature ?? null,
+  top_p: body.top_p ?? null,
+  max_output_tokens: body.max_output_tokens ?? null,
+  metadata: {}
+})
