@@ -16,6 +16,12 @@ import { Skills } from "./Skills.js"
 import type { ToolResult } from "./apps/ToolApp.js"
 import type { ToolListing } from "./Catalog.js"
 
+/** The app slug of the per-user tool URL `{mcp_url}/mcp` (skills, capability agent tools). */
+export const PERSONAL = ""
+
+/** The per-user tool URL's `server_label` in mcp-config and in hosted tool items of /v1/responses. */
+export const PERSONAL_LABEL = "gateway"
+
 const DEFAULT_PROVIDER_LIMIT = 12
 
 const json = (value: unknown): ToolResult => ({ content: [{ type: "text", text: JSON.stringify(value) }] })
