@@ -159,7 +159,11 @@ describe("hybrid loop", () => {
       headers: { authorization: `Bearer ${u.endUserKey}`, "content-type": "application/json" },
       body: JSON.stringify({ model: "agent-model", input: "list my repos", tools: u.mcpTools, stream: true })
     })
-    const names = (await raw.text()).split("\n\n").filter((m) => m.startsWith("event: ")).map((m) => m.split("\n")[0]!.slice(7))
+    const messages = (await raw.text()).split("\n\n").filter((m) => m.startsWith("event: "))
+    const names = messages.map((m) => m.split("\n")[0]!.slice(7))
+    // Numbered in the order they are sent, from 0.
+    const sequence = messages.map((m) => JSON.parse(m.split("\n").find((l) => l.startsWith("data: "))!.slice(6)).sequence_number)
+    expect(sequence).toEqual(messages.map((_, i) => i))
     expect(names).toEqual([
       "response.created",
       "response.in_progress",

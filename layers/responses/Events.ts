@@ -121,6 +121,8 @@ export const hostedEvents = (
   created: ResponseObject,
   done: ResponseObject
 ): Array<ResponseEvent> => {
+  // Made in the order they are sent: `event` numbers them as it is called.
+  const opening = [event("response.created", { response: created }), event("response.in_progress", { response: created })]
   const discovery = servers.flatMap((server) => [
     event("response.mcp_list_tools.in_progress", { server_label: server.label }),
     event("response.mcp_list_tools.completed", { server_label: server.label, tools: server.tools.map((t) => ({ name: t.name, description: t.description, input_schema: t.inputSchema })) })
@@ -156,8 +158,7 @@ export const hostedEvents = (
     ]
   })
   return [
-    event("response.created", { response: created }),
-    event("response.in_progress", { response: created }),
+    ...opening,
     ...discovery,
     ...items,
     event(result.status === "completed" ? "response.completed" : "response.incomplete", { response: done })
