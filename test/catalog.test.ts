@@ -1,6 +1,6 @@
 // Operator catalog (providers, models, GATEWAY_CONFIG), platform provider keys (encrypted,
 // hint only), GET /v1/models visibility and owned_by, and the platform wallet.
-import { mkdtempSync, writeFileSync } from "node:fs"
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
@@ -23,6 +23,7 @@ beforeAll(async () => {
 })
 afterAll(async () => {
   await gw?.close()
+  rmSync(configDir, { recursive: true, force: true })
 })
 
 const admin = (method: string, path: string, body?: unknown) => gw.call(method, path, { key: gw.adminKey, body })
