@@ -7,11 +7,11 @@ import type { CreateBudget, LedgerAmount, UpdateBudget } from "../../schemas/Bud
 import { Conflict, ValidationError } from "../../schemas/Errors.js"
 import { isUuid } from "../lib/Ids.js"
 import { dec, sqlDec } from "../lib/Money.js"
-import { offsetOf, paginate } from "../lib/Pagination.js"
-import { currentPeriodStart } from "../lib/Periods.js"
 import { isUniqueViolation } from "../lib/SqlErrors.js"
 import { crossesLowBalance, type DebitItem, type DebitPlan, eventsOf, ledgerRowsOf, planDebits } from "./budget/DebitPlan.js"
+import { list as listBudgets } from "./budget/Listing.js"
 import { insertDebits as insertDebitRows, insertTransaction as insertTransactionRow } from "./budget/LedgerSql.js"
+import { resetIfDue as resetPeriodIfDue } from "./budget/PeriodReset.js"
 import {
   type Actor,
   type BudgetRow,
@@ -20,14 +20,12 @@ import {
   noBudget,
   noEndUser,
   remaining,
-  SYSTEM,
-  toBudget,
   toTransaction,
   type TransactionRow
 } from "./budget/Rows.js"
 import { type BudgetEventType, WebhookOutbox } from "./WebhookOutbox.js"
 
-export { crossesLowBalance, type DebitItem, type DebitPlan, type DebitStep, planDebits } from "./budget/DebitPlan.js"
+export type { DebitItem } from "./budget/DebitPlan.js"
 export {
   type Actor,
   actorOf,
@@ -36,8 +34,7 @@ export {
   type NewBudget,
   SYSTEM,
   toBudget,
-  toTransaction,
-  type TransactionRow
+  toTransaction
 } from "./budget/Rows.js"
 
 export class BudgetLedger extends Effect.Service<BudgetLedger>()("gateway/BudgetLedger", {
@@ -102,29 +99,7 @@ export class BudgetLedger extends Effect.Service<BudgetLedger>()("gateway/Budget
     const activeLocked = (row: BudgetRow, at: Date) =>
       resetIfDue(row, at).pipe(Effect.map((reset) => reset.is_active ? Option.some(reset) : Option.none<BudgetRow>()))
 
-    const resetIfDue = (row: BudgetRow, at: Date) =>
-      Effect.gen(function*() {
-        const due = currentPeriodStart(row.period, row.period_anchor, at)
-        if (due.getTime() <= row.period_start.getTime()) return row
-        const newMax = row.auto_replenish && row.replenish_amount !== null ? row.replenish_amount : row.max_usd
-        const [after] = yield* sql<BudgetRow>`UPDATE budgets SET used_usd = 0, max_usd = ${newMax},
-            period_start = ${due}, low_balance_armed = true, updated_at = ${at}
-          WHERE id = ${row.id} RETURNING *`
-        yield* insertTransaction(row, after!, {
-          type: "adjustment",
-          amount: BigDecimal.subtract(dec(after!.max_usd), dec(row.max_usd)),
-          reason: "period_reset",
-          metadata: {
-            period: row.period,
-            previous_period_start: row.period_start.toISOString(),
-            period_start: due.toISOString(),
-            replenished: row.auto_replenish && row.replenish_amount !== null
-          },
-          actor: SYSTEM,
-          at
-        })
-        return after!
-      })
+    const resetIfDue = (row: BudgetRow, at: Date) => resetPeriodIfDue(sql, row, at)
 
     /** Creates a budget and its opening row; runs inside the caller's transaction if any. */
     const open = (input: NewBudget, actor: Actor) =>
@@ -401,33 +376,7 @@ export class BudgetLedger extends Effect.Service<BudgetLedger>()("gateway/Budget
         return { data: rows.map(toTransaction), limit: params.limit }
       })
 
-    const list = (
-      platformId: string,
-      params: {
-        readonly end_user_id?: string | undefined
-        readonly is_active?: boolean | undefined
-        readonly is_suspended?: boolean | undefined
-        readonly page: number
-        readonly limit: number
-      }
-    ) => {
-      const filters = [
-        sql`platform_id = ${platformId}`,
-        sql`deleted_at IS NULL`,
-        ...(params.end_user_id === undefined
-          ? []
-          : [isUuid(params.end_user_id) ? sql`end_user_id = ${params.end_user_id}` : sql`false`]),
-        ...(params.is_active === undefined ? [] : [sql`is_active = ${params.is_active}`]),
-        ...(params.is_suspended === undefined ? [] : [sql`is_suspended = ${params.is_suspended}`])
-      ]
-      const where = sql.and(filters)
-      return paginate(
-        params,
-        sql<{ total: number }>`SELECT count(*)::int AS total FROM budgets WHERE ${where}`,
-        sql<BudgetRow>`SELECT * FROM budgets WHERE ${where} ORDER BY created_at, id
-          LIMIT ${params.limit} OFFSET ${offsetOf(params.page, params.limit)}`.pipe(Effect.map((rows) => rows.map(toBudget)))
-      ).pipe(Effect.orDie)
-    }
+    const list = (platformId: string, params: Parameters<typeof listBudgets>[2]) => listBudgets(sql, platformId, params)
 
     /** The live budget of an end user, if any (no lock, no reset: for read-only views). */
     const findLive = (endUserId: string) =>
