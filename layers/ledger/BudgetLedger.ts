@@ -2,232 +2,40 @@
 // applies a due period reset first (lazily, no scheduler), writes exactly one ledger row per
 // change and its webhook outbox rows, all in one transaction.
 import { PgClient } from "@effect/sql-pg"
-import { randomUUID } from "node:crypto"
 import { BigDecimal, Clock, Effect, Option } from "effect"
-import type {
-  Budget,
-  BudgetPeriod,
-  BudgetTransaction,
-  CreateBudget,
-  LedgerAmount,
-  UpdateBudget
-} from "../../schemas/Budgets.js"
-import { Conflict, NotFound, ValidationError } from "../../schemas/Errors.js"
+import type { CreateBudget, LedgerAmount, UpdateBudget } from "../../schemas/Budgets.js"
+import { Conflict, ValidationError } from "../../schemas/Errors.js"
 import { isUuid } from "../lib/Ids.js"
 import { dec, sqlDec } from "../lib/Money.js"
-import { offsetOf, paginate } from "../lib/Pagination.js"
-import { currentPeriodStart } from "../lib/Periods.js"
 import { isUniqueViolation } from "../lib/SqlErrors.js"
-import type { Principal } from "../access/KeyAuth.js"
+import { crossesLowBalance, type DebitItem, type DebitPlan, eventsOf, ledgerRowsOf, planDebits } from "./budget/DebitPlan.js"
+import { list as listBudgets } from "./budget/Listing.js"
+import { insertDebits as insertDebitRows, insertTransaction as insertTransactionRow } from "./budget/LedgerSql.js"
+import { resetIfDue as resetPeriodIfDue } from "./budget/PeriodReset.js"
+import {
+  type Actor,
+  type BudgetRow,
+  type LedgerChange,
+  type NewBudget,
+  noBudget,
+  noEndUser,
+  remaining,
+  toTransaction,
+  type TransactionRow
+} from "./budget/Rows.js"
 import { type BudgetEventType, WebhookOutbox } from "./WebhookOutbox.js"
 
-export interface BudgetRow {
-  readonly id: string
-  readonly platform_id: string
-  readonly end_user_id: string
-  readonly max_usd: string
-  readonly used_usd: string
-  readonly period: BudgetPeriod
-  readonly period_start: Date
-  readonly period_anchor: Date
-  readonly auto_replenish: boolean
-  readonly replenish_amount: string | null
-  readonly low_balance_threshold: string | null
-  readonly low_balance_armed: boolean
-  readonly is_active: boolean
-  readonly is_suspended: boolean
-  readonly max_display: string | null
-  readonly used_display: string
-  readonly created_at: Date
-  readonly updated_at: Date
-}
-
-interface TransactionRow {
-  readonly id: string
-  readonly budget_id: string
-  readonly type: BudgetTransaction["type"]
-  readonly amount_usd: string
-  readonly max_usd_before: string
-  readonly max_usd_after: string
-  readonly used_usd_before: string
-  readonly used_usd_after: string
-  readonly reason: string | null
-  readonly metadata: Record<string, unknown>
-  readonly actor_type: BudgetTransaction["actor_type"]
-  readonly actor_key_id: string | null
-  readonly created_at: Date
-}
-
-export const toBudget = (row: BudgetRow): Budget => {
-  const max = dec(row.max_usd)
-  const used = dec(row.used_usd)
-  return {
-    id: row.id,
-    platform_id: row.platform_id,
-    end_user_id: row.end_user_id,
-    max_usd: max,
-    used_usd: used,
-    remaining_usd: BigDecimal.subtract(max, used),
-    period: row.period,
-    period_start: row.period_start,
-    auto_replenish: row.auto_replenish,
-    replenish_amount: row.replenish_amount === null ? null : dec(row.replenish_amount),
-    low_balance_threshold: row.low_balance_threshold === null ? null : dec(row.low_balance_threshold),
-    is_active: row.is_active,
-    is_suspended: row.is_suspended,
-    created_at: row.created_at,
-    updated_at: row.updated_at
-  }
-}
-
-export const toTransaction = (row: TransactionRow): BudgetTransaction => ({
-  id: row.id,
-  budget_id: row.budget_id,
-  type: row.type,
-  amount_usd: dec(row.amount_usd),
-  max_usd_before: dec(row.max_usd_before),
-  max_usd_after: dec(row.max_usd_after),
-  used_usd_before: dec(row.used_usd_before),
-  used_usd_after: dec(row.used_usd_after),
-  reason: row.reason,
-  metadata: row.metadata,
-  actor_type: row.actor_type,
-  actor_key_id: row.actor_key_id,
-  created_at: row.created_at
-})
-
-/** Who caused a ledger row: the calling key, or the system (resets). */
-export interface Actor {
-  readonly type: "platform_key" | "end_user_key" | "system"
-  readonly keyId: string | null
-}
-
-export const SYSTEM: Actor = { type: "system", keyId: null }
-
-export const actorOf = (principal: Principal): Actor =>
-  principal._tag === "PlatformKey"
-    ? { type: "platform_key", keyId: principal.keyId }
-    : principal._tag === "EndUserKey"
-    ? { type: "end_user_key", keyId: principal.keyId }
-    : SYSTEM
-
-export interface NewBudget {
-  readonly platformId: string
-  readonly endUserId: string
-  readonly maxUsd: BigDecimal.BigDecimal
-  readonly period: BudgetPeriod
-  readonly autoReplenish?: boolean | undefined
-  readonly replenishAmount?: BigDecimal.BigDecimal | undefined
-  readonly lowBalanceThreshold?: BigDecimal.BigDecimal | undefined
-  readonly reason?: string | undefined
-  readonly metadata?: Record<string, unknown> | undefined
-}
-
-/** A mutation's outcome: the budget after it and the ledger row it wrote. */
-export interface LedgerChange {
-  readonly budget: BudgetRow
-  readonly transaction: TransactionRow
-}
-
-const noBudget = new NotFound({ code: "not_found", message: "This end user has no budget" })
-const noEndUser = new NotFound({ code: "not_found", message: "No such end user" })
-
-const remaining = (row: { readonly max_usd: string; readonly used_usd: string }) =>
-  BigDecimal.subtract(dec(row.max_usd), dec(row.used_usd))
-
-/** The low-balance alert fires once, on the debit that takes remaining from above the threshold to or below it. */
-const crossesLowBalance = (before: BudgetRow, amount: BigDecimal.BigDecimal): boolean => {
-  if (before.low_balance_threshold === null || !before.low_balance_armed) return false
-  const threshold = dec(before.low_balance_threshold)
-  const remainingBefore = remaining(before)
-  return BigDecimal.greaterThan(remainingBefore, threshold) &&
-    BigDecimal.lessThanOrEqualTo(BigDecimal.subtract(remainingBefore, amount), threshold)
-}
-
-/** One settlement's part of a grouped debit (see debitManyLocked). */
-export interface DebitItem {
-  readonly amount: BigDecimal.BigDecimal | null
-  readonly display: BigDecimal.BigDecimal
-  readonly reason: string | null
-  readonly metadata: Record<string, unknown>
-  readonly actor: Actor
-  readonly at: Date
-  /** Wraps the item's event writes (the settlement's span, so webhooks join its trace). */
-  readonly traced: <A, E, R>(self: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
-}
-
-interface DebitStep {
-  readonly before: BudgetRow
-  readonly after: BudgetRow
-  readonly id: string
-  readonly crossed: boolean
-  readonly item: DebitItem
-}
-
-/** A budget's debits computed in order: each step's before/after, and the increments to apply. */
-interface DebitPlan {
-  readonly before: BudgetRow
-  readonly final: BudgetRow
-  readonly steps: ReadonlyArray<DebitStep>
-  /** Increments, as debitLocked writes them (numeric keeps the scale of what was added). */
-  readonly usd: string
-  readonly display: string
-}
-
-const planDebits = (before: BudgetRow, items: ReadonlyArray<DebitItem>): DebitPlan => {
-  const steps: Array<DebitStep> = []
-  let row = before
-  for (const item of items) {
-    const usedDisplay = BigDecimal.format(BigDecimal.sum(dec(row.used_display), item.display))
-    if (item.amount === null) {
-      row = { ...row, used_display: usedDisplay }
-      continue
-    }
-    const crossed = crossesLowBalance(row, item.amount)
-    const after: BudgetRow = {
-      ...row,
-      used_usd: BigDecimal.format(BigDecimal.sum(dec(row.used_usd), item.amount)),
-      used_display: usedDisplay,
-      low_balance_armed: row.low_balance_armed && !crossed,
-      updated_at: item.at
-    }
-    steps.push({ before: row, after, id: randomUUID(), crossed, item })
-    row = after
-  }
-  return {
-    before,
-    final: row,
-    steps,
-    usd: BigDecimal.format(BigDecimal.subtract(dec(row.used_usd), dec(before.used_usd))),
-    display: BigDecimal.format(BigDecimal.subtract(dec(row.used_display), dec(before.used_display)))
-  }
-}
-
-/** The ledger rows of plans, numbered in order. */
-const ledgerRowsOf = (plans: ReadonlyArray<DebitPlan>) =>
-  plans.flatMap((plan) => plan.steps).map((step, i) => ({
-    i,
-    id: step.id,
-    budget_id: step.before.id,
-    platform_id: step.before.platform_id,
-    amount: BigDecimal.format(step.item.amount!),
-    max_before: step.before.max_usd,
-    max_after: step.after.max_usd,
-    used_before: step.before.used_usd,
-    used_after: step.after.used_usd,
-    reason: step.item.reason,
-    metadata: step.item.metadata,
-    actor_type: step.item.actor.type,
-    actor_key_id: step.item.actor.keyId,
-    created_at: step.item.at.toISOString()
-  }))
-
-/** The webhook events a plan's steps raise, given what the platform's endpoints want. */
-const eventsOf = (plan: DebitPlan, wanted: (type: BudgetEventType) => boolean) =>
-  plan.steps.flatMap((step) => [
-    ...(step.crossed && wanted("budget.low_balance") ? [{ step, type: "budget.low_balance" as const }] : []),
-    ...(wanted("budget.debited") ? [{ step, type: "budget.debited" as const }] : [])
-  ])
+export type { DebitItem } from "./budget/DebitPlan.js"
+export {
+  type Actor,
+  actorOf,
+  type BudgetRow,
+  type LedgerChange,
+  type NewBudget,
+  SYSTEM,
+  toBudget,
+  toTransaction
+} from "./budget/Rows.js"
 
 export class BudgetLedger extends Effect.Service<BudgetLedger>()("gateway/BudgetLedger", {
   effect: Effect.gen(function*() {
@@ -236,26 +44,8 @@ export class BudgetLedger extends Effect.Service<BudgetLedger>()("gateway/Budget
 
     const now = Effect.map(Clock.currentTimeMillis, (ms) => new Date(ms))
 
-    const insertTransaction = (
-      before: BudgetRow,
-      after: BudgetRow,
-      input: {
-        readonly type: BudgetTransaction["type"]
-        readonly amount: BigDecimal.BigDecimal | string
-        readonly reason: string | null
-        readonly metadata: Record<string, unknown>
-        readonly actor: Actor
-        readonly at: Date
-      }
-    ) =>
-      sql<TransactionRow>`INSERT INTO budget_transactions
-          (budget_id, platform_id, type, amount_usd, max_usd_before, max_usd_after, used_usd_before,
-           used_usd_after, reason, metadata, actor_type, actor_key_id, created_at)
-        VALUES (${after.id}, ${after.platform_id}, ${input.type},
-          ${typeof input.amount === "string" ? input.amount : sqlDec(input.amount)},
-          ${before.max_usd}, ${after.max_usd}, ${before.used_usd}, ${after.used_usd},
-          ${input.reason}, ${sql.json(input.metadata)}, ${input.actor.type}, ${input.actor.keyId}, ${input.at})
-        RETURNING *`.pipe(Effect.map((rows) => rows[0]!))
+    const insertTransaction = (before: BudgetRow, after: BudgetRow, input: Parameters<typeof insertTransactionRow>[3]) =>
+      insertTransactionRow(sql, before, after, input)
 
     const emit = (type: BudgetEventType, change: LedgerChange) =>
       outbox.enqueue(type, {
@@ -309,29 +99,7 @@ export class BudgetLedger extends Effect.Service<BudgetLedger>()("gateway/Budget
     const activeLocked = (row: BudgetRow, at: Date) =>
       resetIfDue(row, at).pipe(Effect.map((reset) => reset.is_active ? Option.some(reset) : Option.none<BudgetRow>()))
 
-    const resetIfDue = (row: BudgetRow, at: Date) =>
-      Effect.gen(function*() {
-        const due = currentPeriodStart(row.period, row.period_anchor, at)
-        if (due.getTime() <= row.period_start.getTime()) return row
-        const newMax = row.auto_replenish && row.replenish_amount !== null ? row.replenish_amount : row.max_usd
-        const [after] = yield* sql<BudgetRow>`UPDATE budgets SET used_usd = 0, max_usd = ${newMax},
-            period_start = ${due}, low_balance_armed = true, updated_at = ${at}
-          WHERE id = ${row.id} RETURNING *`
-        yield* insertTransaction(row, after!, {
-          type: "adjustment",
-          amount: BigDecimal.subtract(dec(after!.max_usd), dec(row.max_usd)),
-          reason: "period_reset",
-          metadata: {
-            period: row.period,
-            previous_period_start: row.period_start.toISOString(),
-            period_start: due.toISOString(),
-            replenished: row.auto_replenish && row.replenish_amount !== null
-          },
-          actor: SYSTEM,
-          at
-        })
-        return after!
-      })
+    const resetIfDue = (row: BudgetRow, at: Date) => resetPeriodIfDue(sql, row, at)
 
     /** Creates a budget and its opening row; runs inside the caller's transaction if any. */
     const open = (input: NewBudget, actor: Actor) =>
@@ -585,17 +353,7 @@ export class BudgetLedger extends Effect.Service<BudgetLedger>()("gateway/Budget
         yield* rows.length === 0 ? update : sql`WITH ledger AS (${insertDebits(rows)}) ${update}`
       })
 
-    /** The debit rows of plans, in order, as one INSERT ... SELECT. */
-    const insertDebits = (rows: ReadonlyArray<Record<string, unknown>>) =>
-      sql`INSERT INTO budget_transactions
-          (id, budget_id, platform_id, type, amount_usd, max_usd_before, max_usd_after, used_usd_before,
-           used_usd_after, reason, metadata, actor_type, actor_key_id, created_at)
-        SELECT x.id, x.budget_id, x.platform_id, 'debit', x.amount, x.max_before, x.max_after, x.used_before,
-          x.used_after, x.reason, x.metadata, x.actor_type, x.actor_key_id, x.created_at
-        FROM jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) AS x(i int, id uuid, budget_id uuid, platform_id uuid,
-          amount numeric, max_before numeric, max_after numeric, used_before numeric, used_after numeric, reason text,
-          metadata jsonb, actor_type text, actor_key_id text, created_at timestamptz)
-        ORDER BY x.i`
+    const insertDebits = (rows: ReadonlyArray<Record<string, unknown>>) => insertDebitRows(sql, rows)
 
     const debit = (platformId: string, endUserId: string, input: LedgerAmount, actor: Actor) =>
       Effect.gen(function*() {
@@ -618,33 +376,7 @@ export class BudgetLedger extends Effect.Service<BudgetLedger>()("gateway/Budget
         return { data: rows.map(toTransaction), limit: params.limit }
       })
 
-    const list = (
-      platformId: string,
-      params: {
-        readonly end_user_id?: string | undefined
-        readonly is_active?: boolean | undefined
-        readonly is_suspended?: boolean | undefined
-        readonly page: number
-        readonly limit: number
-      }
-    ) => {
-      const filters = [
-        sql`platform_id = ${platformId}`,
-        sql`deleted_at IS NULL`,
-        ...(params.end_user_id === undefined
-          ? []
-          : [isUuid(params.end_user_id) ? sql`end_user_id = ${params.end_user_id}` : sql`false`]),
-        ...(params.is_active === undefined ? [] : [sql`is_active = ${params.is_active}`]),
-        ...(params.is_suspended === undefined ? [] : [sql`is_suspended = ${params.is_suspended}`])
-      ]
-      const where = sql.and(filters)
-      return paginate(
-        params,
-        sql<{ total: number }>`SELECT count(*)::int AS total FROM budgets WHERE ${where}`,
-        sql<BudgetRow>`SELECT * FROM budgets WHERE ${where} ORDER BY created_at, id
-          LIMIT ${params.limit} OFFSET ${offsetOf(params.page, params.limit)}`.pipe(Effect.map((rows) => rows.map(toBudget)))
-      ).pipe(Effect.orDie)
-    }
+    const list = (platformId: string, params: Parameters<typeof listBudgets>[2]) => listBudgets(sql, platformId, params)
 
     /** The live budget of an end user, if any (no lock, no reset: for read-only views). */
     const findLive = (endUserId: string) =>
