@@ -127,9 +127,8 @@ describe("two gateway processes on one database", () => {
     expect(a.baseUrl).not.toBe(b.baseUrl)
   })
 
-  it.runIf(redisUrl !== undefined)(`(a) rate limits are global through Redis: rpm 4, alternating instances, 4 pass then 429 on both${
-    redisUrl === undefined ? " [skipped: REDIS_URL is unset, so each instance limits in memory]" : ""
-  }`, async () => {
+  // Skipped without REDIS_URL (each instance then limits in memory: case (a') runs instead).
+  it.runIf(redisUrl !== undefined)("(a) rate limits are global through Redis (skipped unless REDIS_URL is set): rpm 4, alternating instances, 4 pass then 429 on both", async () => {
     const t = await tenant("rate-limits")
     ok(await a.call("PUT", `/v1/platforms/${t.platformId}/end-users/${t.endUserId}/rate-limits`, { key: t.platformKey, body: { rpm_limit: 4 } }))
     const statuses: Array<number> = []
@@ -153,7 +152,7 @@ describe("two gateway processes on one database", () => {
     expect(await logCount()).toBe(4)
   })
 
-  it.runIf(redisUrl === undefined)("(a') without REDIS_URL limits are per instance: rpm 4 behind a round robin lets 4 through on each", async () => {
+  it.runIf(redisUrl === undefined)("(a') skipped when REDIS_URL is set ((a) runs instead); without it limits are per instance: rpm 4 behind a round robin lets 4 through on each", async () => {
     // Documents the memory limiter's behaviour behind a round robin (docs/operations.md).
     const t = await tenant("rate-limits-memory")
     ok(await a.call("PUT", `/v1/platforms/${t.platformId}/end-users/${t.endUserId}/rate-limits`, { key: t.platformKey, body: { rpm_limit: 4 } }))
