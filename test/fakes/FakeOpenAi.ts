@@ -3,6 +3,7 @@
 // failures, hangs, mid-stream drops, per-chunk delays and the reply/tool-call decision.
 import { createServer, type IncomingHttpHeaders, type ServerResponse } from "node:http"
 import type { AddressInfo } from "node:net"
+import { waitUntil } from "../support/Polling.js"
 
 // ---- shared core ----------------------------------------------------------------------------
 
@@ -224,13 +225,7 @@ export const startFake = async (protocol: FakeProtocol): Promise<FakeUpstream> =
       failuresLeft = 0
       fake.requests.length = 0
     },
-    waitFor: async (predicate, timeoutMs = 5_000) => {
-      const deadline = Date.now() + timeoutMs
-      while (!predicate(fake)) {
-        if (Date.now() > deadline) throw new Error(`fake upstream: condition not met within ${timeoutMs} ms`)
-        await sleep(10)
-      }
-    },
+    waitFor: (predicate, timeoutMs = 5_000) => waitUntil(() => predicate(fake), timeoutMs, "fake upstream"),
     close: () =>
       new Promise((resolve) => {
         server.closeAllConnections()

@@ -3,6 +3,7 @@
 // records per request how many body bytes got out before the client left.
 import { createServer, type IncomingHttpHeaders, type ServerResponse } from "node:http"
 import type { AddressInfo } from "node:net"
+import { waitUntil } from "../support/Polling.js"
 
 export type HostileAnswer =
   /**
@@ -42,8 +43,6 @@ export interface HostileUpstream {
   readonly waitFor: (predicate: (fake: HostileUpstream) => boolean, timeoutMs?: number) => Promise<void>
   readonly close: () => Promise<void>
 }
-
-const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))
 
 export const HELLO = "Hello from the hostile upstream"
 
@@ -166,13 +165,7 @@ export const startHostileUpstream = async (): Promise<HostileUpstream> => {
     answer: (answer) => {
       current = answer
     },
-    waitFor: async (predicate, timeoutMs = 10_000) => {
-      const deadline = Date.now() + timeoutMs
-      while (!predicate(fake)) {
-        if (Date.now() > deadline) throw new Error(`hostile upstream: condition not met within ${timeoutMs} ms`)
-        await sleep(10)
-      }
-    },
+    waitFor: (predicate, timeoutMs = 10_000) => waitUntil(() => predicate(fake), timeoutMs, "hostile upstream"),
     close: () =>
       new Promise((resolve) => {
         server.closeAllConnections()

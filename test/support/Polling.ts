@@ -9,3 +9,12 @@ export const until = async <T>(read: () => Promise<T>, done: (value: T) => boole
     await new Promise((resolve) => setTimeout(resolve, 100))
   }
 }
+
+/** Checks `holds` every 10 ms; throws, naming `what`, when it still fails after `timeoutMs`. */
+export const waitUntil = async (holds: () => boolean, timeoutMs: number, what: string): Promise<void> => {
+  const deadline = Date.now() + timeoutMs
+  while (!holds()) {
+    if (Date.now() > deadline) throw new Error(`${what}: condition not met within ${timeoutMs} ms`)
+    await new Promise((resolve) => setTimeout(resolve, 10))
+  }
+}
