@@ -48,13 +48,19 @@ export interface StartOptions {
   readonly db?: TestDatabase
 }
 
-/** The request helper of the harness, against any base URL (in-process or a child process). */
+/**
+ * The two ways POST /v1/chat/completions can be served (GATEWAY_CHAT_FRONT_ROUTE): the chat tests
+ * run the same requests through both and expect the same answers.
+ */
+export const chatFronts = [["front route", "true"], ["HttpApi handler", "false"]] as const
+
 /** The answer when it has `status` (default 200); else fails with what came instead. */
 export const ok = <T extends { status: number; body: any }>(res: T, status = 200): T => {
   if (res.status !== status) throw new Error(`expected ${status}, got ${res.status}: ${JSON.stringify(res.body)}`)
   return res
 }
 
+/** The request helper of the harness, against any base URL (in-process or a child process). */
 export const callerFor = (baseUrl: string) =>
   async <T>(method: string, path: string, options: CallOptions = {}): Promise<ApiResponse<T>> => {
     const headers: Record<string, string> = { ...options.headers }
