@@ -167,6 +167,8 @@ describe("MCP session caps", () => {
         next = await rawInit(t.endUserKey, idle)
       }
       expect(next.status).toBe(200)
+      // Idle on every instance (the other one was started with a longer idle time).
+      expect(await rawList(t.endUserKey, first.sessionId!, gw)).toBe(404)
       expect(await rawList(t.endUserKey, first.sessionId!, idle)).toBe(404)
       expect(await rawList(t.endUserKey, next.sessionId!, idle)).toBe(200)
     } finally {
