@@ -283,4 +283,15 @@ layer(TestLayer, { timeout: "60 seconds" })("MCP sessions", (it) => {
       yield* TestClock.adjust(IDLE / 2) // three idle times since initialize: past the lifetime
       expect(yield* listTools(lenient, k, used)).toBe(404)
     }))
+
+  it.effect("the caps count the sessions of every instance", () =>
+    Effect.gen(function*() {
+      yield* noSessions
+      const [a, b] = [yield* makeMcpSessions(limits({ maxPerPlatform: 2 }), handlers), yield* makeMcpSessions(limits({ maxPerPlatform: 2 }), handlers)]
+      expect((yield* initialize(a, user("A", "a1"))).status).toBe(200)
+      expect((yield* initialize(b, user("A", "a2"))).status).toBe(200)
+      expect((yield* initialize(a, user("A", "a3"))).status).toBe(429)
+      expect((yield* initialize(b, user("A", "a3"))).status).toBe(429)
+      expect(yield* b.count(platformOf("A"))).toBe(2)
+    }))
 })
