@@ -38,6 +38,7 @@ export interface Gateway {
 
 export interface Peer {
   readonly baseUrl: string
+  readonly toolsUrl: string
   readonly call: Gateway["call"]
   readonly close: () => Promise<void>
 }
@@ -125,7 +126,7 @@ export const startGateway = async (options: StartOptions = {}): Promise<Gateway>
     run: (effect) => main.runtime.runPromise(effect),
     startPeer: async (extra = {}) => {
       const peer = await launch({ ...env, ...extra }, undefined)
-      const handle: Peer = { baseUrl: peer.baseUrl, call: callerFor(peer.baseUrl), close: () => peer.runtime.dispose() }
+      const handle: Peer = { baseUrl: peer.baseUrl, toolsUrl: peer.toolsUrl, call: callerFor(peer.baseUrl), close: () => peer.runtime.dispose() }
       peers.push(handle)
       return handle
     },
