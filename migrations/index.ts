@@ -14,6 +14,7 @@ import databaseIdentity from "./0011_database_identity.js"
 import settleAtOnce from "./0012_settle_at_once.js"
 import webhookFairDispatch from "./0015_webhook_fair_dispatch.js"
 import mcpSessions from "./0017_mcp_sessions.js"
+import callRecords from "./0019_call_records.js"
 
 export const migrations = Migrator.fromRecord({
   "0001_foundation": foundation,
@@ -29,5 +30,6 @@ export const migrations = Migrator.fromRecord({
   "0011_database_identity": databaseIdentity,
   "0012_settle_at_once": settleAtOnce,
   "0015_webhook_fair_dispatch": webhookFairDispatch,
-  "0017_mcp_sessions": mcpSessions
+  "0017_mcp_sessions": mcpSessions,
+  "0019_call_records": callRecords
 })

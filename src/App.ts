@@ -4,6 +4,7 @@ import { AdminKey } from "../layers/access/AdminKey.js"
 import { AdmissionCache } from "../layers/pipeline/AdmissionCache.js"
 import { ApiKeys } from "../layers/tenancy/ApiKeys.js"
 import { BudgetLedger } from "../layers/ledger/BudgetLedger.js"
+import { CallRecords } from "../layers/ledger/CallRecords.js"
 import { Capabilities } from "../layers/capabilities/Capabilities.js"
 import { Crypto } from "../layers/platform/Crypto.js"
 import { DatabaseLive } from "../layers/platform/Database.js"
@@ -38,7 +39,7 @@ export type Role = "all" | "api" | "tools"
 /** Domain services over a SqlClient; tests swap pieces of this. */
 export const ServicesLive = Layer.mergeAll(Platforms.Default, EndUsers.Default, Responses.Default).pipe(
   Layer.provideMerge(Layer.mergeAll(Inference.Default, ToolHost.Default)),
-  Layer.provideMerge(Layer.mergeAll(DisplayLedger.Default, Skills.Default, Capabilities.Default)),
+  Layer.provideMerge(Layer.mergeAll(DisplayLedger.Default, Skills.Default, Capabilities.Default, CallRecords.Default)),
   Layer.provideMerge(Layer.mergeAll(ProviderRouter.Default, RateLimiter.layerFromConfig, UpstreamAdapters.layer, RateLimitSettings.Default, Settlements.Default, AdmissionCache.Default)),
   Layer.provideMerge(Layer.mergeAll(ApiKeys.Default, BudgetLedger.Default, Idempotency.Default)),
   Layer.provideMerge(Layer.mergeAll(ModelCatalog.Default, ProviderKeys.Default, PlatformWallet.Default, InferenceLogs.Default)),

@@ -64,10 +64,13 @@ const atOnceRowOf = (s: Settlement) => ({
  * The group in one statement: true when the function wrote it, false when a condition failed and
  * it wrote nothing.
  */
-export const settleAtOnce = (sql: PgClient.PgClient, settlements: ReadonlyArray<Settlement>) =>
-  sql<{ readonly ok: boolean }>`SELECT settle_at_once(${JSON.stringify(settlements.map(atOnceRowOf))}::jsonb) AS ok`.pipe(
-    Effect.map(([row]) => row?.ok === true)
-  )
+export const settleAtOnce = (sql: PgClient.PgClient, settlements: ReadonlyArray<Settlement>, synchronousCommit: boolean) =>
+  (synchronousCommit
+    ? sql<{ readonly ok: boolean }>`SELECT settle_at_once(${JSON.stringify(settlements.map(atOnceRowOf))}::jsonb) AS ok`
+    // set_config(..., true) lasts until the statement's own transaction commits (asynchronousCommit).
+    : sql<{ readonly ok: boolean }>`SELECT set_config('synchronous_commit', 'off', true), settle_at_once(${JSON.stringify(settlements.map(atOnceRowOf))}::jsonb) AS ok`).pipe(
+      Effect.map(([row]) => row?.ok === true)
+    )
 
 /** The function's body: what Postgres keeps as its source (pg_proc.prosrc). */
 export const SETTLE_AT_ONCE_BODY = `

@@ -74,7 +74,8 @@ export const makeSettleInTransaction = (
   sql: PgClient.PgClient,
   ledger: BudgetLedger,
   wallet: PlatformWallet,
-  debitedWanted: (platformId: string) => void
+  debitedWanted: (platformId: string) => void,
+  synchronousCommit: boolean
 ) => {
   /**
    * The log rows of a group in one statement. Returns the ids that were new (the others were
@@ -141,6 +142,8 @@ export const makeSettleInTransaction = (
 
   /** One transaction for a group: log rows, then budgets (by end user), then wallets (by platform). */
   return Effect.fnUntraced(function*(all: ReadonlyArray<Settlement>) {
+    // The transaction path is the uncommon one: a round trip of its own for the setting is fine.
+    if (!synchronousCommit) yield* sql`SELECT set_config('synchronous_commit', 'off', true)`
     const { budgets, fresh, subscribed } = yield* insertLogs(all)
     for (const [platformId, wanted] of subscribed) {
       if (wanted("budget.debited")) debitedWanted(platformId)

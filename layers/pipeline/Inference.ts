@@ -16,6 +16,7 @@ import { ProviderKeys } from "../tenancy/ProviderKeys.js"
 import { BudgetLedger } from "../ledger/BudgetLedger.js"
 import { preflightRejections, taggedBy } from "../platform/Metrics.js"
 import { type Candidate, orderCandidates, ProviderRouter } from "./ProviderRouter.js"
+import { CallRecords } from "../ledger/CallRecords.js"
 import { Settlements, unsettled } from "../ledger/Settlements.js"
 import {
   type Admitted,
@@ -53,6 +54,9 @@ export const upstreamTimeoutMs = durationMsConfig("GATEWAY_UPSTREAM_TIMEOUT", 60
 
 const rejectionsBy = taggedBy(preflightRejections, "code")
 
+/** The log row's message for a call its instance never settled (CallRecords). */
+const INSTANCE_STOPPED = "the instance serving the call stopped before it ended; billed for its prompt"
+
 export class Inference extends Effect.Service<Inference>()("gateway/Inference", {
   effect: Effect.gen(function*() {
     const sql = yield* PgClient.PgClient
@@ -62,6 +66,7 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
     const adapters = yield* UpstreamAdapters
     const keys = yield* ProviderKeys
     const settlements = yield* Settlements
+    const records = yield* CallRecords
     const admissionCache = yield* AdmissionCache
     const attemptTimeoutMs = yield* upstreamTimeoutMs
     // Characters of message text one request may carry (contents, tool-call names and
@@ -178,17 +183,32 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
 
     const noParent = Effect.succeed(Option.none<Tracer.Span>())
 
-    /** Queues the call's settlement (log row, budget debit, wallet debit); never interrupted half-way. */
-    const settle = (admitted: Admitted, outcome: Outcome) =>
+    /**
+     * The call's record (CallRecords) as it starts: what it comes to if its instance dies before
+     * settling it: its prompt estimate on the first candidate, no completion. Returns what
+     * waits until the record is written; the answer's first byte waits for it.
+     */
+    const record = (id: string, admitted: Admitted) => {
+      const candidate = admitted.candidates[0]!
+      const usage = estimatedUsage(admitted, 0)
+      const cut: Outcome = { candidate, usage, method: "estimated", status: "interrupted", errorMessage: INSTANCE_STOPPED }
+      return records.open(settlementOf(id, admitted, cut, costOf(candidate, usage), new Date(clock.unsafeCurrentTimeMillis()), Option.none()))
+    }
+
+    /** Settles the call (log row, budget debit, wallet debit) and waits for the commit; never interrupted half-way. */
+    const settle = (id: string, admitted: Admitted, outcome: Outcome) =>
       Effect.suspend(() => {
         const caller = admitted.caller
         const cost = costOf(outcome.candidate, outcome.usage)
         const now = new Date(clock.unsafeCurrentTimeMillis())
         recordMetrics(admitted, outcome, cost, now.getTime() - admitted.startedAt)
         // The span carries the settlement's attributes, and the writes join its trace. The
-        // writes are queued (Settlements): the answer does not wait for them.
+        // answer ends once they are committed (Settlements.settle: group commit).
         return Effect.flatMap(tracing ? annotateSettlement(admitted, outcome, cost) : noParent, (parent) => {
-          const queued = settlements.submit(settlementOf(randomUUID(), admitted, outcome, cost, now, parent))
+          const queued = Effect.zipRight(
+            settlements.settle(settlementOf(id, admitted, outcome, cost, now, parent)),
+            Effect.sync(() => records.close(id))
+          )
           return caller._tag === "EndUserKey"
             ? Effect.zipRight(queued, limiter.settle(caller.endUserId, admitted.limits, admitted.promptEstimate, outcome.usage.total_tokens))
             : queued
@@ -217,17 +237,20 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
       }))
 
     const answerAndSettle = Effect.fnUntraced(function*(admitted: Admitted) {
+      const id = randomUUID()
+      const recorded = record(id, admitted)
       const { value, candidate } = yield* router.route(
         admitted.candidates,
         (c) => Effect.flatMap(callFor(admitted, c), adapters.get(c.kind).complete)
-      )
+      ).pipe(Effect.tapErrorCause(() => Effect.sync(() => records.close(id))))
+      yield* recorded
       if (usageInBounds(value.usage)) {
-        yield* settle(admitted, { candidate, usage: value.usage, method: "reported", status: "success", errorMessage: null })
+        yield* settle(id, admitted, { candidate, usage: value.usage, method: "reported", status: "success", errorMessage: null })
         return { ...value, id: admitted.requestId, model: admitted.request.model }
       }
       // The answer carries the usage it was billed for.
       const usage = estimatedUsage(admitted, yield* countTextTokensYielding(answerText(value)))
-      yield* settle(admitted, { candidate, usage, method: "estimated", status: "success", errorMessage: UNTRUSTED_USAGE, reportedUsage: value.usage })
+      yield* settle(id, admitted, { candidate, usage, method: "estimated", status: "success", errorMessage: UNTRUSTED_USAGE, reportedUsage: value.usage })
       return { ...value, id: admitted.requestId, model: admitted.request.model, usage }
     })
 
@@ -247,8 +270,10 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
      */
     const stream = Effect.fnUntraced(function*(admitted: Admitted) {
       const tally = streamTally(admitted)
+      const id = randomUUID()
+      const recorded = record(id, admitted)
       /** What the stream carried so far, settled on the candidate that served it. */
-      const settleStream = (candidate: Candidate) => Effect.suspend(() => settle(admitted, tally.outcome(candidate)))
+      const settleStream = (candidate: Candidate) => Effect.suspend(() => settle(id, admitted, tally.outcome(candidate)))
       // The attempt in flight: a client that leaves before the first byte, once the request
       // went upstream, is settled as one that leaves mid-stream (interrupted: its prompt, no
       // completion tokens), since the provider has the prompt either way.
@@ -269,7 +294,11 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
               Effect.tapError(() => Effect.sync(() => (inFlight = undefined)))
             )
           })
-      ).pipe(Effect.onInterrupt(() => inFlight === undefined ? Effect.void : settleStream(inFlight)))
+      ).pipe(
+        Effect.onInterrupt(() => inFlight === undefined ? Effect.sync(() => records.close(id)) : settleStream(inFlight)),
+        Effect.tapError(() => Effect.sync(() => records.close(id)))
+      )
+      yield* recorded
       const body = chunks.pipe(
         // The drop was noted (and settled) by `ended`, which runs before this handler.
         Stream.catchAll((error) => {
