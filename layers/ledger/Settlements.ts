@@ -164,6 +164,7 @@ const openSettlementJournal: Effect.Effect<Journal | null, never, PgClient.PgCli
 }).pipe(Effect.orDie)
 
 export class Settlements extends Effect.Service<Settlements>()("gateway/Settlements", {
+  dependencies: [BudgetLedger.Default, PlatformWallet.Default],
   scoped: Effect.gen(function*() {
     const sql = yield* PgClient.PgClient
     const ledger = yield* BudgetLedger
