@@ -124,7 +124,7 @@ describe("MCP session caps", () => {
     }
   })
 
-  it("beyond the instance cap an initialize is 503 for every platform", async () => {
+  it("beyond the fleet cap (GATEWAY_MCP_MAX_SESSIONS) an initialize is 503 for every platform", async () => {
     const [a, b, c] = [await tenant(), await tenant(), await tenant()]
     const open = [await sdkConnect(a.endUserKey), await sdkConnect(a.endUserKey), await sdkConnect(b.endUserKey)]
     for (const s of open) expect(s.refused).toBeUndefined()
@@ -137,7 +137,7 @@ describe("MCP session caps", () => {
       expect(raw.status).toBe(503)
       expect(raw.body.error).toMatchObject({ type: "api_error", code: "service_unavailable", param: null })
       expect(Number(raw.retryAfter)).toBeGreaterThanOrEqual(1)
-      // The platform under its own cap is refused by the instance's.
+      // The platform under its own cap is refused by the fleet's.
       expect((await rawInit(b.endUserKey)).status).toBe(503)
 
       await open[2]!.transport.terminateSession()
@@ -167,6 +167,8 @@ describe("MCP session caps", () => {
         next = await rawInit(t.endUserKey, idle)
       }
       expect(next.status).toBe(200)
+      // Idle on every instance (the other one was started with a longer idle time).
+      expect(await rawList(t.endUserKey, first.sessionId!, gw)).toBe(404)
       expect(await rawList(t.endUserKey, first.sessionId!, idle)).toBe(404)
       expect(await rawList(t.endUserKey, next.sessionId!, idle)).toBe(200)
     } finally {

@@ -223,9 +223,12 @@ describe("tool service access", () => {
       const { sessionId } = await rawInit(eu.endUserKey, "github", short.toolsUrl)
       expect((await rawList(eu.endUserKey, "github", sessionId!, short.toolsUrl)).status).toBe(200)
       await new Promise((r) => setTimeout(r, 1200))
-      const expired = await rawList(eu.endUserKey, "github", sessionId!, short.toolsUrl)
-      expect(expired.status).toBe(404)
-      expect((await expired.json()).error.message).toBe("Session not found")
+      // The lifetime is the session's, wherever the next request lands.
+      for (const url of [short.toolsUrl, gw.toolsUrl]) {
+        const expired = await rawList(eu.endUserKey, "github", sessionId!, url)
+        expect(expired.status).toBe(404)
+        expect((await expired.json()).error.message).toBe("Session not found")
+      }
     } finally {
       await short.close()
     }
@@ -532,6 +535,58 @@ describe("metering", () => {
     for (const c of clients) {
       await c.transport.terminateSession()
       await c.client.close()
+    }
+  })
+})
+
+describe("MCP sessions across instances", () => {
+  it("a session opened on one instance is served by another: same key only; a DELETE on either ends it on both", async () => {
+    const peer = await gw.startPeer()
+    try {
+      const t = await tenantWithApps()
+      await connect(t.endUserKey, "github")
+      // The SDK client initializes on this instance, then every later request goes to the peer.
+      let target = gw.toolsUrl
+      let sentToPeer = 0
+      const client = new Client({ name: "fleet", version: "1.0.0" })
+      const transport = new StreamableHTTPClientTransport(new URL(`${gw.toolsUrl}/mcp/github`), {
+        requestInit: { headers: { Authorization: `Bearer ${t.endUserKey}` } },
+        fetch: (url, init) => {
+          if (target === peer.toolsUrl) sentToPeer++
+          return fetch(String(url).replace(gw.toolsUrl, target), init)
+        }
+      })
+      await client.connect(transport)
+      target = peer.toolsUrl
+      const sessionId = transport.sessionId!
+      expect(sessionId).toMatch(/^[0-9a-f-]{36}$/)
+      expect((await client.listTools()).tools).toHaveLength(10)
+      const result = await client.callTool({ name: sample.github.name, arguments: sample.github.args })
+      expect(result.isError ?? false).toBe(false)
+      expect(resultText(result)).toContain("octo-org/widgets")
+      expect(sentToPeer).toBeGreaterThanOrEqual(2) // tools/list and tools/call (the client may also try its GET stream there)
+
+      // Another key of the same user is refused on either instance.
+      const second = await gw.call("POST", `/v1/platforms/${t.platformId}/api-keys`, {
+        key: t.platformKey,
+        body: { name: "second", end_user_id: t.endUserId }
+      })
+      expect(second.status).toBe(201)
+      for (const url of [peer.toolsUrl, gw.toolsUrl]) expect((await rawList(second.body.raw_key, "github", sessionId, url)).status).toBe(404)
+
+      // The DELETE goes to the first instance; the peer no longer knows the session.
+      const del = await fetch(`${gw.toolsUrl}/mcp/github`, {
+        method: "DELETE",
+        headers: { authorization: `Bearer ${t.endUserKey}`, "mcp-session-id": sessionId }
+      })
+      expect(del.status).toBe(200)
+      const gone = await rawList(t.endUserKey, "github", sessionId, peer.toolsUrl)
+      expect(gone.status).toBe(404)
+      expect(await gone.json()).toMatchObject({ error: { code: -32001, message: "Session not found" } })
+      await expect(client.listTools()).rejects.toThrow()
+      await client.close()
+    } finally {
+      await peer.close()
     }
   })
 })

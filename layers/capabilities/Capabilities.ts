@@ -23,6 +23,7 @@ import { demoEnabled } from "../lib/DemoMode.js"
 import { allowPrivateUrls } from "../lib/SsrfGuard.js"
 import { AdmissionCache } from "../pipeline/AdmissionCache.js"
 import { actorOf, BudgetLedger, type BudgetRow } from "../ledger/BudgetLedger.js"
+import { insertLogRow, NOT_A_MODEL_CALL } from "../ledger/InferenceLogs.js"
 import { catalogPathConfig, makeCatalog } from "./CatalogSeed.js"
 import { capabilityTiming, policyOf, policyStateOf, toProvider } from "./Policy.js"
 import { callProvider } from "./ProviderCall.js"
@@ -289,13 +290,16 @@ export class Capabilities extends Effect.Service<Capabilities>()("gateway/Capabi
           }
           yield* wallet.debit(caller.platformId, s.cost, { ...metadata, request_type: "capability" })
         }
-        yield* sql`INSERT INTO inference_logs (platform_id, end_user_id, request_type, provider_id, model_id, model_slug,
-            provider_model_id, prompt_tokens, completion_tokens, total_tokens, latency_ms, estimated_cost_usd, status,
-            error_message, token_count_method, billing_status, metadata, created_at)
-          VALUES (${caller.platformId}, ${caller.endUserId}, 'capability', NULL, NULL, NULL, NULL, 0, 0, 0,
-            ${Math.max(0, latencyMs)}, ${sqlDec(charge ? s.cost : ZERO)}, ${s.state === "billed" && s.ok ? "success" : "error"},
-            ${s.error}, 'none', ${charge ? "billed" : "not_billed"},
-            ${sql.json({ ...metadata, final_state: s.state, http_status: s.status })}, ${at})`
+        yield* insertLogRow(sql, {
+          platform_id: caller.platformId, end_user_id: caller.endUserId, request_type: "capability",
+          ...NOT_A_MODEL_CALL,
+          latency_ms: Math.max(0, latencyMs),
+          estimated_cost_usd: sqlDec(charge ? s.cost : ZERO),
+          status: s.state === "billed" && s.ok ? "success" : "error", error_message: s.error,
+          billing_status: charge ? "billed" : "not_billed",
+          metadata: { ...metadata, final_state: s.state, http_status: s.status },
+          created_at: at
+        })
         return { state: s.state, charged: chargedEndUser, cost: charge ? s.cost : ZERO }
       }).pipe(
         sql.withTransaction,

@@ -1,9 +1,7 @@
 // Settlements: the writes of served calls (log row, budget debit, platform wallet debit) leave
 // the request path. A call's settlement is queued when its answer is complete; one writer
-// fiber commits what is queued in grouped transactions: one statement writes the log rows and
-// locks the group's budgets, one writes every budget's ledger rows and update (a budget whose
-// debits raise webhook events, or cross a period boundary, gets statements of its own), one per
-// platform wallet.
+// fiber commits what is queued in groups: the common group by one statement (SettleAtOnce),
+// any other by a transaction (SettleInTransaction).
 // Until it commits, a settlement is "pending": admission adds pending costs to what it reads
 // (exact, see `unsettled` and `submitted`), and the API's reads wait for the caller's platform
 // (`awaitPlatform`), so a client never sees its own call missing. Shutdown drains the queue.
@@ -14,18 +12,16 @@ import { PgClient } from "@effect/sql-pg"
 import { BigDecimal, Cause, Chunk, Clock, Config, Deferred, Duration, Effect, Layer, Option, Queue, Schedule, type Scope } from "effect"
 import { join } from "node:path"
 import { durationMsConfig } from "../lib/ConfigValues.js"
-import { sqlDec } from "../lib/Money.js"
-import { currentPeriodStart } from "../lib/Periods.js"
 import { isDatabaseOutage, isDeadlock, isQueryCanceled } from "../lib/SqlErrors.js"
 import { shutdownTimeout } from "../lib/StopTimes.js"
-import { BudgetLedger, type BudgetRow, type DebitItem } from "./BudgetLedger.js"
-import { ruleCharge } from "./DisplayLedger.js"
+import { BudgetLedger } from "./BudgetLedger.js"
 import type { Settlement } from "./Settlement.js"
 import { dataDir } from "../platform/EmbeddedPostgres.js"
 import { settlementGroups, taggedBy } from "../platform/Metrics.js"
 import { PlatformWallet } from "./PlatformWallet.js"
+import { atOnceCandidate, installSettleAtOnce, settleAtOnce } from "./SettleAtOnce.js"
+import { makeSettleInTransaction } from "./SettleInTransaction.js"
 import { type Journal, openJournal, type Segment } from "./SettlementJournal.js"
-import { type BudgetEventType, wantedBy } from "./WebhookOutbox.js"
 
 interface Entry {
   readonly settlement: Settlement
@@ -65,80 +61,6 @@ const ZERO = BigDecimal.make(0n, 0)
 const groupsBy = taggedBy(settlementGroups, "path")
 const countGroup = (path: "statement" | "transaction") => Effect.sync(() => groupsBy(path).unsafeUpdate(1, []))
 
-/** Groups in key order: budgets and wallets are always locked in the same order. */
-const groupBy = <A>(items: ReadonlyArray<A>, key: (a: A) => string): Array<[string, Array<A>]> => {
-  const groups = new Map<string, Array<A>>()
-  for (const item of items) {
-    const k = key(item)
-    const list = groups.get(k)
-    if (list === undefined) groups.set(k, [item])
-    else list.push(item)
-  }
-  return [...groups].sort(([a], [b]) => a.localeCompare(b))
-}
-
-const logRowOf = (s: Settlement) => ({
-  ...s.log,
-  id: s.id,
-  platform_id: s.platformId,
-  end_user_id: s.endUserId,
-  estimated_cost_usd: sqlDec(s.costUsd),
-  billing_status: s.log.billing_status ?? (BigDecimal.greaterThan(s.costUsd, ZERO) ? "billed" : "not_billed"),
-  created_at: s.at.toISOString()
-})
-
-/**
- * Whether a settlement can go by the one statement (see `commitAtOnce`), as far as it tells by
- * itself: its budget as admission saw it is known and its period had not ended by the call's end,
- * it charges no display ledger (the display rules are applied in JS by the transaction), and its
- * billing status follows from its cost (settle_at_once writes no other).
- */
-const atOnceCandidate = (s: Settlement) =>
-  s.displaySettings?.enabled !== true && s.log.billing_status === undefined && (
-    s.endUserId === null ||
-    s.budget === null ||
-    (s.budget !== undefined && (s.budget.periodEnd === null || s.at.getTime() < s.budget.periodEnd.getTime()))
-  )
-
-/** A settlement as the one statement reads it (jsonb_to_recordset); one literal, a single small object. */
-const atOnceRowOf = (s: Settlement) => ({
-  id: s.id,
-  platform_id: s.platformId,
-  end_user_id: s.endUserId,
-  cost: sqlDec(s.costUsd),
-  at: s.at.toISOString(),
-  request_type: s.log.request_type,
-  provider_id: s.log.provider_id,
-  model_id: s.log.model_id,
-  model_slug: s.log.model_slug,
-  provider_model_id: s.log.provider_model_id,
-  prompt_tokens: s.log.prompt_tokens,
-  completion_tokens: s.log.completion_tokens,
-  total_tokens: s.log.total_tokens,
-  latency_ms: s.log.latency_ms,
-  status: s.log.status,
-  error_message: s.log.error_message,
-  token_count_method: s.log.token_count_method,
-  metadata: s.log.metadata,
-  details: s.details,
-  actor_type: s.actor.type,
-  actor_key_id: s.actor.keyId,
-  budget_id: s.budget?.id ?? null,
-  period_start: s.budget?.periodStart.toISOString() ?? null
-})
-
-/** The (platform, end user) pairs whose budgets a group debits, each once. */
-const budgetOwners = (settlements: ReadonlyArray<Settlement>) => {
-  const owners = new Map<string, { readonly platform_id: string; readonly end_user_id: string }>()
-  for (const s of settlements) {
-    if (s.endUserId !== null) owners.set(s.endUserId, { platform_id: s.platformId, end_user_id: s.endUserId })
-  }
-  return [...owners.values()]
-}
-
-const traced = (settlement: Settlement) => <A, E, R>(self: Effect.Effect<A, E, R>) =>
-  Option.match(settlement.parent, { onNone: () => self, onSome: (span) => Effect.withParentSpan(self, span) })
-
 /**
  * This instance's settlement journal (GATEWAY_SETTLEMENT_JOURNAL, default on) under
  * GATEWAY_DATA_DIR/settlements, closed when the scope closes: opened before the writer starts,
@@ -167,6 +89,7 @@ export class Settlements extends Effect.Service<Settlements>()("gateway/Settleme
   dependencies: [BudgetLedger.Default, PlatformWallet.Default],
   scoped: Effect.gen(function*() {
     const sql = yield* PgClient.PgClient
+    yield* installSettleAtOnce // after the migrations (the client comes from DatabaseLive), before the writer
     const ledger = yield* BudgetLedger
     const wallet = yield* PlatformWallet
     const drainTimeout = yield* shutdownTimeout
@@ -211,147 +134,28 @@ export class Settlements extends Effect.Service<Settlements>()("gateway/Settleme
       if (set?.size === 0) pending.delete(entry.settlement.platformId)
     }
 
-    /**
-     * The log rows of a group in one statement. Returns the ids that were new (the others were
-     * applied before) and, read in the same round trip, which budget events each platform's
-     * webhook endpoints want (so the debits need not ask) and the live budgets of the group's
-     * end users, locked (FOR UPDATE, in end user order as the debits used to lock them one by
-     * one), so the debits need not lock them in a round trip each.
-     */
-    const insertLogs = (settlements: ReadonlyArray<Settlement>) =>
-      sql<{
-        readonly fresh: ReadonlyArray<string> | null
-        readonly endpoint_types: Record<string, ReadonlyArray<ReadonlyArray<string> | null>> | null
-      } & { readonly [K in keyof BudgetRow]: BudgetRow[K] | null }>`WITH inserted AS (INSERT INTO inference_logs (id, platform_id, end_user_id, request_type, provider_id,
-          model_id, model_slug, provider_model_id, prompt_tokens, completion_tokens, total_tokens, latency_ms,
-          estimated_cost_usd, status, error_message, token_count_method, billing_status, metadata, created_at)
-        SELECT x.id, x.platform_id, x.end_user_id, x.request_type, x.provider_id, x.model_id, x.model_slug,
-          x.provider_model_id, x.prompt_tokens, x.completion_tokens, x.total_tokens, x.latency_ms, x.estimated_cost_usd,
-          x.status, x.error_message, x.token_count_method, x.billing_status, x.metadata, x.created_at
-        FROM jsonb_to_recordset(${JSON.stringify(settlements.map(logRowOf))}::jsonb) AS x(id uuid, platform_id uuid,
-          end_user_id uuid, request_type text, provider_id uuid, model_id uuid, model_slug text, provider_model_id text,
-          prompt_tokens int, completion_tokens int, total_tokens int, latency_ms int, estimated_cost_usd numeric,
-          status text, error_message text, token_count_method text, billing_status text, metadata jsonb,
-          created_at timestamptz)
-        ON CONFLICT (id) DO NOTHING
-        RETURNING id, platform_id),
-      locked AS (SELECT b.* FROM budgets b
-        WHERE (b.platform_id, b.end_user_id) IN (
-            SELECT x.platform_id, x.end_user_id FROM jsonb_to_recordset(${JSON.stringify(budgetOwners(settlements))}::jsonb)
-              AS x(platform_id uuid, end_user_id uuid))
-          AND b.deleted_at IS NULL
-        ORDER BY b.end_user_id FOR UPDATE)
-        SELECT summary.*, locked.* FROM (SELECT (SELECT jsonb_agg(id::text) FROM inserted) AS fresh,
-          (SELECT jsonb_object_agg(p.platform_id::text, (SELECT coalesce(jsonb_agg(ep.event_types), '[]'::jsonb)
-              FROM webhook_endpoints ep WHERE ep.platform_id = p.platform_id AND ep.is_active))
-            FROM (SELECT DISTINCT platform_id FROM inserted) p) AS endpoint_types) summary
-        LEFT JOIN locked ON true`.pipe(
-        Effect.map((rows) => ({
-          fresh: new Set(rows[0]?.fresh ?? []),
-          subscribed: new Map(Object.entries(rows[0]?.endpoint_types ?? {}).map(([platformId, types]) => [platformId, wantedBy(types)])),
-          budgets: new Map(rows.flatMap(({ fresh: _fresh, endpoint_types: _types, ...budget }) =>
-            budget.id === null ? [] : [[budget.end_user_id!, budget as BudgetRow] as const]))
-        }))
-      )
-
-    /** What one settlement adds to a budget: its debit (if billed) and its display charge. */
-    const itemOf = (settlement: Settlement, row: BudgetRow) => {
-      const display = settlement.displaySettings?.enabled === true && row.max_display !== null
-        ? ruleCharge(settlement.displaySettings.rules ?? [], { costUsd: settlement.costUsd, inferenceCalls: 1, toolCalls: 0 })
-        : ZERO
-      return {
-        amount: BigDecimal.greaterThan(settlement.costUsd, ZERO) ? settlement.costUsd : null,
-        display,
-        reason: "inference",
-        metadata: BigDecimal.isZero(display) ? settlement.details : { ...settlement.details, display_charged: BigDecimal.format(display) },
-        actor: settlement.actor,
-        at: settlement.at,
-        traced: traced(settlement)
-      }
-    }
-
-    /**
-     * One end user's settlements on their live budget (`budget`, locked by insertLogs; none: no
-     * live budget); a period boundary among them resets first. Returns the last period's debits,
-     * for the group's one statement (debitBudgetsLocked); those before a boundary are written here.
-     */
-    const debitBudget = Effect.fnUntraced(function*(
-      platformId: string,
-      endUserId: string,
-      budget: BudgetRow | undefined,
-      settlements: ReadonlyArray<Settlement>,
-      subscribed: ((type: BudgetEventType) => boolean) | undefined
-    ) {
-        if (budget === undefined) return Option.none()
-        const locked = yield* ledger.activeLocked(budget, settlements[0]!.at)
-        if (Option.isNone(locked)) return Option.none()
-        let row = locked.value
-        let run: Array<Settlement> = []
-        for (const settlement of settlements) {
-          if (currentPeriodStart(row.period, row.period_anchor, settlement.at).getTime() > row.period_start.getTime()) {
-            row = yield* ledger.debitManyLocked(row, run.map((s) => itemOf(s, row)), subscribed)
-            run = []
-            const reset = yield* ledger.lockActive(platformId, endUserId, settlement.at)
-            if (Option.isNone(reset)) return Option.none()
-            row = reset.value
-          }
-          run.push(settlement)
-        }
-        const last = row
-        return Option.some({ before: last, items: run.map((s) => itemOf(s, last)) })
-      })
-
     /** Platforms whose endpoints want budget.debited (seen by the transaction), until when: they skip the one statement. */
     const debitedWanted = new Map<string, number>()
     const WANTED_MEMORY_MS = 10_000
-
-    /**
-     * The common case in ONE statement, its own transaction: log rows, budget ledger rows and
-     * updates, wallet ledger rows and updates, exactly as the transaction below writes them, when
-     * every budget of the group is the one admission saw (same id and period, active), no debit
-     * crosses a low-balance threshold, and no endpoint of the group's platforms wants
-     * budget.debited. Otherwise it writes nothing and answers false, and the transaction writes
-     * the group. The statement is the database function settle_at_once (migration 0012), so
-     * Postgres plans it once per connection. Five round trips per group become one.
-     */
-    const commitAtOnce = (settlements: ReadonlyArray<Settlement>) =>
-      sql<{ readonly ok: boolean }>`SELECT settle_at_once(${JSON.stringify(settlements.map(atOnceRowOf))}::jsonb) AS ok`.pipe(
-        Effect.map(([row]) => row?.ok === true)
-      )
+    const commitInTransaction = makeSettleInTransaction(sql, ledger, wallet, (platformId) =>
+      debitedWanted.set(platformId, Date.now() + WANTED_MEMORY_MS))
 
     /** Whether a group may try the one statement first. */
     const atOnceFirst = (settlements: ReadonlyArray<Settlement>, now: number) =>
       settlements.every((s) => atOnceCandidate(s) && !((debitedWanted.get(s.platformId) ?? 0) > now))
 
-    /** A group: by the one statement when it can, else by the transaction. */
+    /**
+     * A group: by the one statement when it can (SettleAtOnce: the common case, one round trip),
+     * else by the transaction (SettleInTransaction).
+     */
     const commit = (entries: ReadonlyArray<Entry>) =>
       Effect.suspend(() => {
         const all = entries.map((entry) => entry.settlement)
         const transaction = Effect.zipLeft(commitInTransaction(all), countGroup("transaction"))
         return atOnceFirst(all, Date.now())
-          ? Effect.flatMap(commitAtOnce(all), (written) => written ? countGroup("statement") : transaction)
+          ? Effect.flatMap(settleAtOnce(sql, all), (written) => written ? countGroup("statement") : transaction)
           : transaction
       }).pipe(Effect.retry({ while: isRetriable, times: 5 }))
-
-    /** One transaction for a group: log rows, then budgets (by end user), then wallets (by platform). */
-    const commitInTransaction = Effect.fnUntraced(function*(all: ReadonlyArray<Settlement>) {
-      const { budgets, fresh, subscribed } = yield* insertLogs(all)
-      for (const [platformId, wanted] of subscribed) {
-        if (wanted("budget.debited")) debitedWanted.set(platformId, Date.now() + WANTED_MEMORY_MS)
-      }
-      const applied = all.filter((s) => fresh.has(s.id))
-      const batches: Array<{ readonly before: BudgetRow; readonly items: ReadonlyArray<DebitItem> }> = []
-      for (const [endUserId, list] of groupBy(applied.filter((s) => s.endUserId !== null), (s) => s.endUserId!)) {
-        const platformId = list[0]!.platformId
-        const batch = yield* debitBudget(platformId, endUserId, budgets.get(endUserId), list, subscribed.get(platformId))
-        if (Option.isSome(batch)) batches.push(batch.value)
-      }
-      yield* ledger.debitBudgetsLocked(batches, (platformId) => subscribed.get(platformId))
-      const billed = applied.filter((s) => BigDecimal.greaterThan(s.costUsd, ZERO))
-      for (const [platformId, list] of groupBy(billed, (s) => s.platformId)) {
-        yield* wallet.debitMany(platformId, list.map((s) => ({ amount: s.costUsd, metadata: s.details })))
-      }
-    }, sql.withTransaction)
 
     /**
      * The database went away while committing a group: retry it (the queue waits) until it is

@@ -1,26 +1,35 @@
 // Inference: the one pipeline behind chat completions. The five pre-flight checks (Preflight) run
 // in the spec's order as a typed error channel (none reaches the upstream), then routing with failover,
-// then settlement (budget debit row, platform wallet debit, inference log), queued for the
-// grouped writer in Settlements.
+// then settlement (budget debit row, platform wallet debit, inference log; InferenceSettlement),
+// queued for the grouped writer in Settlements. A stream's tally is InferenceStream.
 import { PgClient } from "@effect/sql-pg"
 import { BigDecimal, Cause, Effect, type Exit, Option, Stream, type Tracer } from "effect"
 import { randomUUID } from "node:crypto"
-import type { ChatChunk, ChatCompletion, ChatRequest, Usage } from "../../schemas/Chat.js"
-import type { PlatformSettings } from "../../schemas/Platforms.js"
+import type { ChatChunk, ChatCompletion, ChatRequest } from "../../schemas/Chat.js"
 import type { BadGateway, GatewayTimeout } from "../../schemas/Errors.js"
 import { countConfig, durationMsConfig } from "../lib/ConfigValues.js"
 import { objectId } from "../lib/Ids.js"
-import { perMillion } from "../lib/Money.js"
-import { annotateCurrentSpan, callSpans, currentSpan, tracingEnabled, withTraceparent } from "../lib/CurrentSpan.js"
-import { nextPeriodStart } from "../lib/Periods.js"
+import { callSpans, tracingEnabled, withTraceparent } from "../lib/CurrentSpan.js"
 import { AdmissionCache } from "./AdmissionCache.js"
 import { type AdmissionSnapshot, loadAdmissionSnapshot } from "./AdmissionSnapshot.js"
 import { ProviderKeys } from "../tenancy/ProviderKeys.js"
-import { actorOf, BudgetLedger, type BudgetRow } from "../ledger/BudgetLedger.js"
-import { costUsd, inferenceDuration, inferenceRequests, preflightRejections, taggedBy, tokensUsed } from "../platform/Metrics.js"
+import { BudgetLedger } from "../ledger/BudgetLedger.js"
+import { preflightRejections, taggedBy } from "../platform/Metrics.js"
 import { type Candidate, orderCandidates, ProviderRouter } from "./ProviderRouter.js"
-import type { BudgetExpectation } from "../ledger/Settlement.js"
 import { Settlements, unsettled } from "../ledger/Settlements.js"
+import {
+  type Admitted,
+  annotateSettlement,
+  budgetExpectation,
+  costOf,
+  estimatedUsage,
+  type Outcome,
+  recordMetrics,
+  settlementOf,
+  UNTRUSTED_USAGE,
+  usageInBounds
+} from "./InferenceSettlement.js"
+import { streamTally } from "./InferenceStream.js"
 import {
   type Caller,
   checkBudget,
@@ -31,94 +40,17 @@ import {
   refusedWhateverTheSize,
   type RequestType
 } from "./Preflight.js"
-import { RateLimiter, type RateLimits, type RateLimitState } from "./RateLimiter.js"
-import {
-  countEmittedPrefix,
-  countPromptTokens,
-  countPromptTokensYielding,
-  countTextTokens,
-  countTextTokensYielding,
-  EMITTED_TEXT_KEPT,
-  promptChars,
-  SLICE_CHARS
-} from "../platform/Tokenizer.js"
+import { RateLimiter } from "./RateLimiter.js"
+import { countPromptTokens, countPromptTokensYielding, countTextTokensYielding, promptChars, SLICE_CHARS } from "../platform/Tokenizer.js"
 import { UpstreamAdapters } from "./upstream/Adapters.js"
 import type { UpstreamError } from "./upstream/Upstream.js"
 
 export type { Caller, PreflightError, RequestType } from "./Preflight.js"
-type WalletSettings = NonNullable<PlatformSettings["end_user_wallet"]>
+export { type Admitted, MAX_REPORTED_TOKENS, type Outcome, usageInBounds } from "./InferenceSettlement.js"
 
 /** Per upstream attempt, until the answer (or the stream's headers) arrives. */
 export const upstreamTimeoutMs = durationMsConfig("GATEWAY_UPSTREAM_TIMEOUT", 60_000, 1, "GATEWAY_UPSTREAM_TIMEOUT_MS")
 
-/**
- * Reported usage is believed only when each count (prompt, completion, total) is a whole number
- * from 0 to this: no call comes near ten million tokens, and a count past it (or negative, or
- * fractional) is a provider's bug or a hostile upstream. A total that differs from prompt +
- * completion is kept (providers count cached and reasoning tokens their own way).
- */
-export const MAX_REPORTED_TOKENS = 10_000_000
-const believable = (count: number) => Number.isSafeInteger(count) && count >= 0 && count <= MAX_REPORTED_TOKENS
-export const usageInBounds = (usage: Usage): boolean =>
-  believable(usage.prompt_tokens) && believable(usage.completion_tokens) && believable(usage.total_tokens)
-const UNTRUSTED_USAGE = "reported usage out of bounds; billed on the gateway's token count"
-const DROPPED = "upstream dropped mid-stream"
-
-/** A stream's emitted text: the tokens of what was counted already, and the text not counted yet. */
-interface EmittedText {
-  readonly counted: number
-  readonly text: string
-}
-const emittedTokens = (emitted: EmittedText) => emitted.counted + countTextTokens(emitted.text)
-
-/** Everything settlement needs, fixed at admission. */
-export interface Admitted {
-  readonly requestId: string
-  /** The log row's request_type: `chat.completion` or `response`. */
-  readonly requestType: RequestType
-  readonly caller: Caller
-  readonly request: ChatRequest
-  readonly candidates: ReadonlyArray<Candidate>
-  readonly promptEstimate: number
-  readonly limits: RateLimits
-  readonly rateLimit: RateLimitState | null
-  /** The platform's display-wallet settings, for the rules applied at settlement. */
-  readonly displaySettings: WalletSettings | null
-  /** The end user's live budget as admission saw it (null: none; absent: not known). */
-  readonly budget: BudgetExpectation | null | undefined
-  readonly startedAt: number
-}
-
-const budgetExpectation = (row: BudgetRow): BudgetExpectation => ({
-  id: row.id,
-  periodStart: row.period_start,
-  periodEnd: nextPeriodStart(row.period, row.period_anchor, row.period_start)
-})
-
-export interface Outcome {
-  readonly candidate: Candidate
-  readonly usage: Usage
-  readonly method: "reported" | "estimated"
-  readonly status: "success" | "interrupted" | "error"
-  readonly errorMessage: string | null
-  /** Streams: milliseconds from admission to the first content. */
-  readonly timeToFirstTokenMs?: number | undefined
-  /**
-   * The provider's usage when it was out of bounds (usageInBounds): then `usage` is the
-   * gateway's count, and the log row keeps this in its metadata (`reported_usage`).
-   */
-  readonly reportedUsage?: Usage | undefined
-}
-
-const ZERO = BigDecimal.make(0n, 0)
-
-const costOf = (candidate: Candidate, usage: Usage) =>
-  BigDecimal.sum(perMillion(usage.prompt_tokens, candidate.inputUsdPerMtok), perMillion(usage.completion_tokens, candidate.outputUsdPerMtok))
-
-const requestsBy = taggedBy(inferenceRequests, "operation", "status")
-const durationBy = taggedBy(inferenceDuration, "operation")
-const tokensBy = taggedBy(tokensUsed, "gen_ai.token.type", "gen_ai.request.model")
-const costBy = taggedBy(costUsd, "gen_ai.request.model")
 const rejectionsBy = taggedBy(preflightRejections, "code")
 
 export class Inference extends Effect.Service<Inference>()("gateway/Inference", {
@@ -245,45 +177,6 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
         }))
       )
 
-    /**
-     * The call's metrics, updated in one step (hot-path rule "metrics pre-keyed, updated in one
-     * step"): five Metric effects run by Effect.all cost runtime operations on every call. No fiber-level metric tags are used
-     * anywhere (Effect.tagMetrics), so updating without them is what Metric.update would do.
-     */
-    const recordMetrics = (admitted: Admitted, outcome: Outcome, cost: BigDecimal.BigDecimal, durationMs: number) => {
-      const operation = admitted.requestType === "response" ? "responses" : "chat"
-      const model = admitted.request.model
-      requestsBy(operation, outcome.status).unsafeUpdate(1, [])
-      durationBy(operation).unsafeUpdate(durationMs, [])
-      tokensBy("input", model).unsafeUpdate(outcome.usage.prompt_tokens, [])
-      tokensBy("output", model).unsafeUpdate(outcome.usage.completion_tokens, [])
-      costBy(model).unsafeUpdate(BigDecimal.unsafeToNumber(cost), [])
-    }
-
-    /** The settled call on its span: GenAI attributes, and the first content as an event (streams). */
-    const annotateSettlement = (admitted: Admitted, outcome: Outcome, cost: BigDecimal.BigDecimal) =>
-      Effect.zipRight(
-        annotateCurrentSpan({
-          "gen_ai.operation.name": admitted.requestType === "response" ? "responses" : "chat",
-          "gen_ai.request.model": admitted.request.model,
-          "gen_ai.response.model": outcome.candidate.providerModelId,
-          "gen_ai.provider.name": outcome.candidate.providerSlug,
-          "gen_ai.usage.input_tokens": outcome.usage.prompt_tokens,
-          "gen_ai.usage.output_tokens": outcome.usage.completion_tokens,
-          "gateway.cost_usd": BigDecimal.format(cost),
-          "gateway.token_count_method": outcome.method,
-          ...(outcome.timeToFirstTokenMs === undefined ? {} : { "gen_ai.server.time_to_first_token_ms": outcome.timeToFirstTokenMs }),
-          "platform.id": admitted.caller.platformId,
-          ...(admitted.caller._tag === "EndUserKey" ? { "end_user.id": admitted.caller.endUserId } : {})
-        }),
-        currentSpan.pipe(Effect.map((span) => {
-          if (span._tag === "None" || outcome.timeToFirstTokenMs === undefined) return span
-          const at = BigInt(admitted.startedAt + outcome.timeToFirstTokenMs) * 1_000_000n
-          span.value.event("gen_ai.first_token", at, { "gen_ai.server.time_to_first_token_ms": outcome.timeToFirstTokenMs })
-          return span
-        }))
-      )
-
     const noParent = Effect.succeed(Option.none<Tracer.Span>())
 
     /** Queues the call's settlement (log row, budget debit, wallet debit); never interrupted half-way. */
@@ -293,50 +186,10 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
         const cost = costOf(outcome.candidate, outcome.usage)
         const now = new Date(clock.unsafeCurrentTimeMillis())
         recordMetrics(admitted, outcome, cost, now.getTime() - admitted.startedAt)
-        // The span carries the settlement's attributes, and the writes join its trace.
+        // The span carries the settlement's attributes, and the writes join its trace. The
+        // writes are queued (Settlements): the answer does not wait for them.
         return Effect.flatMap(tracing ? annotateSettlement(admitted, outcome, cost) : noParent, (parent) => {
-          const details = {
-            request_id: admitted.requestId,
-            model: admitted.request.model,
-            provider: outcome.candidate.providerSlug,
-            provider_model_id: outcome.candidate.providerModelId,
-            prompt_tokens: outcome.usage.prompt_tokens,
-            completion_tokens: outcome.usage.completion_tokens,
-            token_count_method: outcome.method
-          }
-          // The log row's id is this settlement's identity: a retry after an unacknowledged COMMIT
-          // finds it and applies nothing twice. The writes are queued (Settlements): the answer
-          // does not wait for them.
-          const queued = settlements.submit({
-            id: randomUUID(),
-            platformId: caller.platformId,
-            endUserId: caller._tag === "EndUserKey" ? caller.endUserId : null,
-            costUsd: cost,
-            at: now,
-            log: {
-              request_type: admitted.requestType,
-              provider_id: outcome.candidate.providerId,
-              model_id: outcome.candidate.modelId,
-              model_slug: admitted.request.model,
-              provider_model_id: outcome.candidate.providerModelId,
-              prompt_tokens: outcome.usage.prompt_tokens,
-              completion_tokens: outcome.usage.completion_tokens,
-              total_tokens: outcome.usage.total_tokens,
-              latency_ms: Math.max(0, now.getTime() - admitted.startedAt),
-              status: outcome.status,
-              error_message: outcome.errorMessage,
-              token_count_method: outcome.method,
-              billing_status: outcome.reportedUsage !== undefined && BigDecimal.greaterThan(cost, ZERO) ? "estimated" : undefined,
-              metadata: outcome.reportedUsage === undefined
-                ? { request_id: admitted.requestId, stream: admitted.request.stream === true }
-                : { request_id: admitted.requestId, stream: admitted.request.stream === true, reported_usage: outcome.reportedUsage }
-            },
-            details,
-            actor: actorOf(caller),
-            displaySettings: admitted.displaySettings,
-            parent,
-            budget: admitted.budget
-          })
+          const queued = settlements.submit(settlementOf(randomUUID(), admitted, outcome, cost, now, parent))
           return caller._tag === "EndUserKey"
             ? Effect.zipRight(queued, limiter.settle(caller.endUserId, admitted.limits, admitted.promptEstimate, outcome.usage.total_tokens))
             : queued
@@ -346,13 +199,6 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
         Effect.uninterruptible,
         span("Inference.settle")
       )
-
-    /** The gateway's own count of a call: the admission's prompt estimate and the emitted text's tokens. */
-    const estimatedUsage = (admitted: Admitted, completion: number): Usage => ({
-      prompt_tokens: admitted.promptEstimate,
-      completion_tokens: completion,
-      total_tokens: admitted.promptEstimate + completion
-    })
 
     /** The text a completion emitted: its messages' content and tool-call arguments. */
     const answerText = (completion: ChatCompletion): string =>
@@ -401,71 +247,9 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
      * drop, client disconnect), emitted tokens are settled exactly once.
      */
     const stream = Effect.fnUntraced(function*(admitted: Admitted) {
-      const state = {
-        /** The emitted text not counted yet: at most about EMITTED_TEXT_KEPT characters. */
-        text: "",
-        /** Tokens of the emitted text counted already (countEmittedPrefix). */
-        counted: 0,
-        usage: null as Usage | null,
-        /** The provider's usage when it was out of bounds (then `usage` is the gateway's count). */
-        reported: null as Usage | null,
-        dropped: false,
-        done: false,
-        created: 0,
-        firstTokenAt: 0
-      }
+      const tally = streamTally(admitted)
       /** What the stream carried so far, settled on the candidate that served it. */
-      const settleStream = (candidate: Candidate) =>
-        Effect.suspend(() => {
-          const trusted = state.reported === null ? state.usage : null
-          const completion = trusted?.completion_tokens ?? emittedTokens(state)
-          const prompt = trusted?.prompt_tokens ?? admitted.promptEstimate
-          return settle(admitted, {
-            candidate,
-            usage: { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion },
-            method: trusted !== null ? "reported" : "estimated",
-            status: state.dropped ? "error" : state.usage !== null || state.done ? "success" : "interrupted",
-            errorMessage: state.reported === null
-              ? (state.dropped ? DROPPED : null)
-              : state.dropped ? `${DROPPED}; ${UNTRUSTED_USAGE}` : UNTRUSTED_USAGE,
-            timeToFirstTokenMs: state.firstTokenAt === 0 ? undefined : state.firstTokenAt - admitted.startedAt,
-            reportedUsage: state.reported ?? undefined
-          })
-        })
-      const includeUsage = admitted.request.stream_options?.include_usage === true
-      /**
-       * Notes what the chunk carries (for the settlement) and gives it the gateway's id and model;
-       * the adapter applies it as the stream yields each chunk (UpstreamCall.step).
-       */
-      const relabel = (chunk: ChatChunk): ChatChunk | undefined => {
-        state.created = chunk.created
-        for (const choice of chunk.choices) {
-          if (state.firstTokenAt === 0 && (choice.delta.content ?? "") !== "") state.firstTokenAt = Date.now()
-          state.text += choice.delta.content ?? ""
-          for (const call of choice.delta.tool_calls ?? []) state.text += call.function?.arguments ?? ""
-          if (choice.finish_reason !== null) state.done = true
-        }
-        // Memory per stream stays bounded: past EMITTED_TEXT_KEPT the final part of the text is counted and let go.
-        if (state.text.length >= EMITTED_TEXT_KEPT) {
-          const { tokens, rest } = countEmittedPrefix(state.text)
-          state.counted += tokens
-          state.text = rest
-        }
-        if (chunk.usage) {
-          if (usageInBounds(chunk.usage)) {
-            state.usage = chunk.usage
-            state.reported = null
-          } else {
-            state.reported = chunk.usage
-            state.usage = estimatedUsage(admitted, emittedTokens(state))
-          }
-        }
-        if (!includeUsage && chunk.choices.length === 0) return undefined // the usage-only chunk
-        const relabeled = { ...chunk, id: admitted.requestId, model: admitted.request.model }
-        if (chunk.usage == null || (includeUsage && state.reported === null)) return relabeled
-        // Without include_usage no usage is relayed; with it, the usage the call is billed for.
-        return { ...relabeled, usage: includeUsage ? state.usage ?? undefined : undefined }
-      }
+      const settleStream = (candidate: Candidate) => Effect.suspend(() => settle(admitted, tally.outcome(candidate)))
       // The attempt in flight: a client that leaves before the first byte, once the request
       // went upstream, is settled as one that leaves mid-stream (interrupted: its prompt, no
       // completion tokens), since the provider has the prompt either way.
@@ -474,7 +258,7 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
       const ended = (c: Candidate) => (exit: Exit.Exit<unknown, UpstreamError>) =>
         Effect.suspend(() => {
           // A failure is a drop mid-stream; interruption (the client left) and defects are not.
-          if (exit._tag === "Failure" && Option.isSome(Cause.failureOption(exit.cause))) state.dropped = true
+          if (exit._tag === "Failure" && Option.isSome(Cause.failureOption(exit.cause))) tally.noteDrop()
           return settleStream(c)
         })
       const { value: chunks } = yield* router.route(
@@ -482,7 +266,7 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
         (c) =>
           Effect.flatMap(callFor(admitted, c), (call) => {
             inFlight = c
-            return adapters.get(c.kind).stream({ ...call, step: relabel, onEnd: ended(c) }).pipe(
+            return adapters.get(c.kind).stream({ ...call, step: tally.relabel, onEnd: ended(c) }).pipe(
               Effect.tapError(() => Effect.sync(() => (inFlight = undefined)))
             )
           })
@@ -493,14 +277,14 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
           const stop: ChatChunk = {
             id: admitted.requestId,
             object: "chat.completion.chunk",
-            created: state.created,
+            created: tally.created(),
             model: admitted.request.model,
             choices: [{ index: 0, delta: {}, finish_reason: "stop" }]
           }
           return Stream.make(stop).pipe(Stream.tap(() => Effect.logWarning(`upstream dropped mid-stream: ${error.message}`)))
         })
       )
-      return { chunks: body, dropped: () => state.dropped }
+      return { chunks: body, dropped: tally.dropped }
     })
 
     return { admit, complete, stream, settle } as const

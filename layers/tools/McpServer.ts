@@ -12,7 +12,7 @@ import type { ToolCalls } from "./ToolCalls.js"
 import { text } from "./ToolResults.js"
 import { requireToolScope } from "./ToolScope.js"
 
-/** Bounds of the MCP sessions of one instance (see makeMcpSessions); the lifetime is GATEWAY_MCP_SESSION_TTL. */
+/** Bounds of the MCP sessions of the fleet (see makeMcpSessions); the lifetime is GATEWAY_MCP_SESSION_TTL. */
 const mcpSessionConfig = Config.all({
   idleMillis: durationMsConfig("GATEWAY_MCP_SESSION_IDLE", 5 * 60_000, 1),
   maxSessions: countConfig("GATEWAY_MCP_MAX_SESSIONS", 2000),
@@ -47,7 +47,7 @@ export const makeMcpConfig = (activations: Activations, personal: PersonalTools)
     return config
   })
 
-/** The instance's MCP sessions, reaped in the background and closed with the scope. */
+/** The MCP sessions as this instance serves them; every instance reaps the shared rows in the background. */
 export const makeMcpServer = (activations: Activations, personal: PersonalTools, calls: ToolCalls) =>
   Effect.gen(function*() {
     const sql = yield* PgClient.PgClient
@@ -72,12 +72,13 @@ export const makeMcpServer = (activations: Activations, personal: PersonalTools,
     })
     const reapEvery = Duration.min(Duration.min(sessionTtl, Duration.millis(sessionLimits.idleMillis)), Duration.seconds(30))
     yield* sessions.reap.pipe(
+      // A database outage skips one reap; the loop goes on.
+      Effect.ignore,
       // Expired OAuth states are useless after a day (kept that long to tell "expired" from "forged").
       Effect.zipRight(sql`DELETE FROM oauth_states WHERE expires_at < now() - interval '1 day'`.pipe(Effect.ignore)),
       Effect.repeat(Schedule.spaced(reapEvery)),
       Effect.forkScoped
     )
-    yield* Effect.addFinalizer(() => sessions.closeAll)
 
     /**
      * One MCP HTTP request of an authenticated end user: 403 insufficient_scope for a key without

@@ -1,24 +1,28 @@
-// MCP sessions of the tool listener: one SDK server + web-standard streamable HTTP transport per
-// session, kept in this instance's memory, bound to the API key that opened it. Capped per key,
-// per platform and per instance; closed after an idle time or a fixed lifetime (per request and by a reaper).
-import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js"
+// MCP sessions of the tool listener, served by any instance: the session's facts are a shared
+// row (McpSessionRows) and each request gets its own SDK server and web-standard streamable HTTP
+// transport. Bound to the API key that opened it; capped per key, per platform and over the
+// fleet; closed after an idle time or a fixed lifetime (per request and by a reaper).
+import { Server } from "@modelcontextprotocol/sdk/server/index.js"
 import { WebStandardStreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js"
 import {
   CallToolRequestSchema,
   type CallToolResult,
+  type InitializeRequest,
   isInitializeRequest,
+  LATEST_PROTOCOL_VERSION,
   ListToolsRequestSchema,
+  SUPPORTED_PROTOCOL_VERSIONS,
   type Tool
 } from "@modelcontextprotocol/sdk/types.js"
-import { Effect } from "effect"
+import { Effect, Exit, Runtime } from "effect"
 import { randomUUID } from "node:crypto"
 import { RateLimited, ServiceUnavailable, wireError } from "../../schemas/Errors.js"
 import type { EndUserPrincipal } from "../access/KeyAuth.js"
 import type { ToolResult } from "./apps/ToolApp.js"
 import type { ToolListing } from "./Catalog.js"
+import { type Admission, makeMcpSessionRows } from "./McpSessionRows.js"
 
-/** Clients that never DELETE their sessions cannot pile up more than this per key (least recently used closed first). */
-export const MAX_SESSIONS_PER_KEY = 20
+export { MAX_SESSIONS_PER_KEY } from "./McpSessionRows.js"
 
 /** How many sessions there may be and how long they live. */
 export interface SessionLimits {
@@ -26,23 +30,10 @@ export interface SessionLimits {
   readonly ttlMillis: number
   /** A session with no request (and no tool call running) for this long is closed (GATEWAY_MCP_SESSION_IDLE). */
   readonly idleMillis: number
-  /** Open sessions on this instance (GATEWAY_MCP_MAX_SESSIONS); an initialize beyond it answers 503. */
+  /** Open sessions over the fleet (GATEWAY_MCP_MAX_SESSIONS); an initialize beyond it answers 503. */
   readonly maxSessions: number
-  /** Open sessions of one platform on this instance (GATEWAY_MCP_MAX_SESSIONS_PER_PLATFORM); beyond it, 429. */
+  /** Open sessions of one platform over the fleet (GATEWAY_MCP_MAX_SESSIONS_PER_PLATFORM); beyond it, 429. */
   readonly maxPerPlatform: number
-}
-
-interface Session {
-  readonly transport: WebStandardStreamableHTTPServerTransport
-  readonly server: McpServer
-  readonly keyId: string
-  readonly platformId: string
-  readonly appSlug: string
-  readonly expiresAt: number
-  /** Last request or end of a tool call. */
-  lastSeenAt: number
-  /** Tool calls and listings running now: a session in the middle of a call is not idle. */
-  busy: number
 }
 
 export interface SessionHandlers {
@@ -60,8 +51,19 @@ export const jsonRpcError = (status: number, code: number, message: string): Res
 
 const sessionNotFound = () => jsonRpcError(404, -32001, "Session not found")
 
-const isInitialize = (body: unknown): boolean =>
-  Array.isArray(body) ? body.some((m) => isInitializeRequest(m)) : isInitializeRequest(body)
+/** The server sends no server-initiated messages, so it offers no GET stream (the SDK client accepts 405). */
+const noServerStream = () => {
+  const response = jsonRpcError(405, -32000, "Method Not Allowed: this server sends no server-initiated messages")
+  response.headers.set("allow", "POST, DELETE")
+  return response
+}
+
+const initializeOf = (body: unknown): InitializeRequest | undefined =>
+  Array.isArray(body) ? body.find((m) => isInitializeRequest(m)) : isInitializeRequest(body) ? body : undefined
+
+/** The version the SDK server answers: the client's when supported, else the latest. */
+const negotiatedVersion = (requested: string) =>
+  SUPPORTED_PROTOCOL_VERSIONS.includes(requested) ? requested : LATEST_PROTOCOL_VERSION
 
 const toMcpTool = (t: ToolListing): Tool => ({
   name: t.name,
@@ -78,14 +80,16 @@ const toMcpResult = (r: ToolResult): CallToolResult => ({
   ...(r.isError === true ? { isError: true } : {})
 })
 
-const bump = (counts: Map<string, number>, key: string, by: number) => {
-  const n = (counts.get(key) ?? 0) + by
-  if (n <= 0) counts.delete(key)
-  else counts.set(key, n)
-}
-
 /** An OpenAI-shaped refusal of `initialize`; the SDK client shows status and body as a StreamableHTTPError. */
-const refusal = (error: RateLimited | ServiceUnavailable, retryAfterSeconds: number): Response => {
+const refusal = (refused: Extract<Admission, { _tag: "Refused" }>, limits: SessionLimits, at: number): Response => {
+  const error = refused.full === "platform"
+    ? new RateLimited({
+      code: "rate_limit_exceeded",
+      message: `This platform has ${limits.maxPerPlatform} open MCP sessions, the most allowed; ` +
+        "end unused sessions (DELETE with mcp-session-id) or retry later"
+    })
+    : new ServiceUnavailable({ code: "service_unavailable", message: "The tool service has no room for another MCP session; retry later" })
+  const retryAfterSeconds = refused.firstDeadline === undefined ? 1 : Math.max(1, Math.ceil((refused.firstDeadline - at) / 1000))
   const { status, body } = wireError(error)
   return new Response(JSON.stringify(body), {
     status,
@@ -94,169 +98,94 @@ const refusal = (error: RateLimited | ServiceUnavailable, retryAfterSeconds: num
 }
 
 /**
- * The session table of one instance. Time comes from the Clock service captured here (TestClock
- * drives it in unit tests), read synchronously because the SDK's callbacks are not Effects.
+ * The sessions of the fleet as this instance serves them. Time comes from the Clock service
+ * captured here (TestClock drives it in unit tests), read synchronously because the SDK's
+ * callbacks are not Effects.
  */
 export const makeMcpSessions = (limits: SessionLimits, handlers: SessionHandlers) =>
-  Effect.map(Effect.clock, (clock) => {
+  Effect.gen(function*() {
+    const clock = yield* Effect.clock
     const now = () => clock.unsafeCurrentTimeMillis()
-    const sessions = new Map<string, Session>()
-    // Open sessions by platform and key, and initializes in flight (reserved before the SDK
-    // registers the session, so concurrent initializes cannot all pass the same free slot).
-    const perPlatform = new Map<string, number>()
-    const perKey = new Map<string, number>()
-    const opening = new Map<string, number>()
-    let openingTotal = 0
+    const rows = yield* makeMcpSessionRows
+    const runPromise = Runtime.runPromise(yield* Effect.runtime<never>())
 
-    /** When the session stops being usable: its lifetime, or its idle time unless a call is running. */
-    const deadlineOf = (s: Session) => s.busy > 0 ? s.expiresAt : Math.min(s.expiresAt, s.lastSeenAt + limits.idleMillis)
-    const isStale = (s: Session, at: number) => deadlineOf(s) <= at
-
-    const forget = (id: string) => {
-      const session = sessions.get(id)
-      if (session === undefined) return undefined
-      sessions.delete(id)
-      bump(perPlatform, session.platformId, -1)
-      bump(perKey, session.keyId, -1)
-      return session
-    }
-
-    const close = (id: string) => {
-      const session = forget(id)
-      if (session === undefined) return
-      // Closing can reject when a stream is already gone; nothing is left to clean up then.
-      void session.transport.close().catch(() => undefined)
-      void session.server.close().catch(() => undefined)
-    }
-
-    const closeStale = (matching: (s: Session) => boolean, at: number) => {
-      for (const [id, s] of sessions) if (matching(s) && isStale(s, at)) close(id)
-    }
-
-    /** Closes the key's least recently used sessions until it has at most `keep`. */
-    const trimKey = (keyId: string, keep: number) => {
-      while ((perKey.get(keyId) ?? 0) > keep) {
-        let oldest: [string, Session] | undefined
-        for (const entry of sessions) {
-          if (entry[1].keyId === keyId && (oldest === undefined || entry[1].lastSeenAt < oldest[1].lastSeenAt)) oldest = entry
-        }
-        if (oldest === undefined) return
-        close(oldest[0])
-      }
-    }
-
-    /** Whole seconds until the first of these sessions frees its slot (at least 1). */
-    const retryAfter = (matching: (s: Session) => boolean, at: number) => {
-      let first = Infinity
-      for (const s of sessions.values()) if (matching(s)) first = Math.min(first, deadlineOf(s))
-      return Number.isFinite(first) ? Math.max(1, Math.ceil((first - at) / 1000)) : 1
-    }
-
-    const platformLoad = (platformId: string) => (perPlatform.get(platformId) ?? 0) + (opening.get(platformId) ?? 0)
-    const instanceLoad = () => sessions.size + openingTotal
-
-    /**
-     * Room for one more session of this caller, or the refusal. The key's own cap displaces its
-     * oldest session (a client that never DELETEs only hurts itself); the platform and instance
-     * caps refuse, after closing what is already stale.
-     */
-    const admit = (principal: EndUserPrincipal, at: number): Response | undefined => {
-      trimKey(principal.keyId, MAX_SESSIONS_PER_KEY - 1)
-      const ofPlatform = (s: Session) => s.platformId === principal.platformId
-      if (platformLoad(principal.platformId) >= limits.maxPerPlatform) {
-        closeStale(ofPlatform, at)
-        if (platformLoad(principal.platformId) >= limits.maxPerPlatform) {
-          return refusal(
-            new RateLimited({
-              code: "rate_limit_exceeded",
-              message: `This platform has ${limits.maxPerPlatform} open MCP sessions on this instance, the most allowed; ` +
-                "end unused sessions (DELETE with mcp-session-id) or retry later"
-            }),
-            retryAfter(ofPlatform, at)
-          )
-        }
-      }
-      if (instanceLoad() >= limits.maxSessions) {
-        closeStale(() => true, at)
-        if (instanceLoad() >= limits.maxSessions) {
-          return refusal(
-            new ServiceUnavailable({ code: "service_unavailable", message: "The tool service has no room for another MCP session; retry later" }),
-            retryAfter(() => true, at)
-          )
-        }
-      }
-      return undefined
-    }
-
-    const open = (principal: EndUserPrincipal, appSlug: string, at: number) => {
-      const server = new McpServer({ name: `gateway-${appSlug}`, version: "1.0.0" }, { capabilities: { tools: {} } })
-      // Filled in when the SDK registers the session; the tool handlers mark it busy while they run.
-      let self: Session | undefined
+    /** The SDK server of one request; a listing or call in progress keeps the session from going idle. */
+    const serverFor = (principal: EndUserPrincipal, appSlug: string, sessionId: string) => {
+      const server = new Server({ name: `gateway-${appSlug}`, version: "1.0.0" }, { capabilities: { tools: {} } })
       const busyWhile = async <A>(run: () => Promise<A>): Promise<A> => {
-        const s = self
-        if (s !== undefined) s.busy++
+        await runPromise(rows.callStarted(sessionId))
         try {
           return await run()
         } finally {
-          if (s !== undefined) {
-            s.busy--
-            s.lastSeenAt = Math.max(s.lastSeenAt, now())
-          }
+          // The answer matters more than the bookkeeping; a lost decrement ends with the lifetime.
+          await runPromise(rows.callEnded(sessionId, now())).catch(() => undefined)
         }
       }
       // The low-level handlers take the apps' JSON Schemas as they are (no zod shapes).
-      server.server.setRequestHandler(ListToolsRequestSchema, () =>
+      server.setRequestHandler(ListToolsRequestSchema, () =>
         busyWhile(async () => ({ tools: (await handlers.listTools(principal, appSlug)).map(toMcpTool) })))
-      server.server.setRequestHandler(CallToolRequestSchema, (request) =>
+      server.setRequestHandler(CallToolRequestSchema, (request) =>
         busyWhile(async () =>
           toMcpResult(await handlers.callTool(principal, appSlug, request.params.name, request.params.arguments ?? {}))))
-      const transport: WebStandardStreamableHTTPServerTransport = new WebStandardStreamableHTTPServerTransport({
-        sessionIdGenerator: randomUUID,
-        onsessioninitialized: (id) => {
-          trimKey(principal.keyId, MAX_SESSIONS_PER_KEY - 1)
-          self = {
-            transport,
-            server,
-            keyId: principal.keyId,
-            platformId: principal.platformId,
-            appSlug,
-            expiresAt: at + limits.ttlMillis,
-            lastSeenAt: at,
-            busy: 0
-          }
-          sessions.set(id, self)
-          bump(perPlatform, principal.platformId, 1)
-          bump(perKey, principal.keyId, 1)
-        },
-        // The client's DELETE: the transport closes itself after this.
-        onsessionclosed: (id) => {
-          forget(id)
-        }
-      })
-      return { server, transport }
+      return server
     }
 
-    /** Runs an initialize with a reserved slot; a transport that did not become a session is closed. */
-    const initialize = (principal: EndUserPrincipal, appSlug: string, request: Request, options: { parsedBody?: unknown }, at: number) =>
-      Effect.acquireUseRelease(
-        Effect.sync(() => {
-          bump(opening, principal.platformId, 1)
-          openingTotal++
-          return open(principal, appSlug, at)
-        }),
-        ({ server, transport }) =>
-          Effect.zipRight(
-            Effect.promise(() => server.connect(transport)),
-            Effect.promise(() => transport.handleRequest(request, options))
-          ),
-        ({ server, transport }) =>
-          Effect.sync(() => {
-            bump(opening, principal.platformId, -1)
-            openingTotal--
-            const id = transport.sessionId
-            if (id === undefined || sessions.get(id)?.transport !== transport) void server.close().catch(() => undefined)
-          })
-      )
+    /**
+     * The initialize itself, on a transport that generates the id already admitted; `opened`
+     * is false when the SDK refused it (the row is then discarded).
+     */
+    const runInitialize = async (principal: EndUserPrincipal, appSlug: string, id: string, request: Request, options: { parsedBody?: unknown }) => {
+      const server = serverFor(principal, appSlug, id)
+      const transport = new WebStandardStreamableHTTPServerTransport({ sessionIdGenerator: () => id })
+      await server.connect(transport)
+      const response = await transport.handleRequest(request, options)
+      return { response, opened: transport.sessionId === id }
+    }
+
+    /**
+     * Any later message of an admitted session: the SDK's stateless transport (no session id
+     * generator; the session checks are done against the row), its answer labelled with the
+     * session id as a stateful one is.
+     */
+    const runMessage = async (principal: EndUserPrincipal, appSlug: string, id: string, request: Request, options: { parsedBody?: unknown }) => {
+      const server = serverFor(principal, appSlug, id)
+      const transport = new WebStandardStreamableHTTPServerTransport({})
+      await server.connect(transport)
+      const response = await transport.handleRequest(request, options)
+      response.headers.set("mcp-session-id", id)
+      return response
+    }
+
+    const initialize = (principal: EndUserPrincipal, appSlug: string, init: InitializeRequest, request: Request, options: { parsedBody?: unknown }, at: number) =>
+      Effect.gen(function*() {
+        const id = randomUUID()
+        const admission = yield* rows.admit(principal, {
+          id,
+          appSlug,
+          protocolVersion: negotiatedVersion(init.params.protocolVersion),
+          clientInfo: init.params.clientInfo,
+          clientCapabilities: init.params.capabilities
+        }, limits, at)
+        if (admission._tag === "Refused") return refusal(admission, limits, at)
+        const { response } = yield* Effect.promise(() => runInitialize(principal, appSlug, id, request, options)).pipe(
+          Effect.onExit((exit) => Exit.isSuccess(exit) && exit.value.opened ? Effect.void : rows.discard(id))
+        )
+        return response
+      })
+
+    const continueSession = (principal: EndUserPrincipal, appSlug: string, id: string, request: Request, parsedBody: unknown, at: number) => {
+      if (request.method === "DELETE") {
+        return Effect.map(rows.end(id, principal.keyId, appSlug, at), (ended) => ended ? new Response(null, { status: 200 }) : sessionNotFound())
+      }
+      return Effect.flatMap(rows.touch(id, principal.keyId, appSlug, at), (live) => {
+        if (!live) return Effect.succeed(sessionNotFound())
+        if (request.method === "GET") return Effect.succeed(noServerStream())
+        if (initializeOf(parsedBody) !== undefined) {
+          return Effect.succeed(jsonRpcError(400, -32600, "Invalid Request: Server already initialized"))
+        }
+        return Effect.promise(() => runMessage(principal, appSlug, id, request, parsedBody === undefined ? {} : { parsedBody }))
+      })
+    }
 
     /**
      * Serves one MCP HTTP request of an authenticated end user. Another key's session, another
@@ -265,37 +194,20 @@ export const makeMcpSessions = (limits: SessionLimits, handlers: SessionHandlers
     const handle = (principal: EndUserPrincipal, appSlug: string, request: Request, parsedBody: unknown) =>
       Effect.suspend(() => {
         const at = now()
-        const options = parsedBody === undefined ? {} : { parsedBody }
         const sessionId = request.headers.get("mcp-session-id")
-        if (sessionId !== null) {
-          const session = sessions.get(sessionId)
-          if (session === undefined || session.keyId !== principal.keyId || session.appSlug !== appSlug) {
-            return Effect.succeed(sessionNotFound())
-          }
-          if (isStale(session, at)) {
-            close(sessionId)
-            return Effect.succeed(sessionNotFound())
-          }
-          session.lastSeenAt = Math.max(session.lastSeenAt, at)
-          return Effect.promise(() => session.transport.handleRequest(request, options))
-        }
-        if (request.method !== "POST" || !isInitialize(parsedBody)) {
+        if (sessionId !== null) return continueSession(principal, appSlug, sessionId, request, parsedBody, at)
+        const init = initializeOf(parsedBody)
+        if (request.method !== "POST" || init === undefined) {
           return Effect.succeed(jsonRpcError(400, -32000, "Bad Request: No valid session ID provided"))
         }
-        const refused = admit(principal, at)
-        if (refused !== undefined) return Effect.succeed(refused)
-        return initialize(principal, appSlug, request, options, at)
+        return initialize(principal, appSlug, init, request, parsedBody === undefined ? {} : { parsedBody }, at)
       })
 
-    /** Closes every session past its lifetime or idle time (clients that never sent DELETE). */
-    const reap = Effect.sync(() => closeStale(() => true, now()))
+    /** Deletes every session past its lifetime or idle time (clients that never sent DELETE). */
+    const reap = Effect.suspend(() => rows.reap(now()))
 
-    const closeAll = Effect.sync(() => {
-      for (const id of [...sessions.keys()]) close(id)
-    })
+    /** Open sessions, over the fleet or of one platform. */
+    const count = (platformId?: string) => rows.count(platformId)
 
-    /** Open sessions, on this instance and of one platform. */
-    const count = (platformId?: string) => platformId === undefined ? sessions.size : (perPlatform.get(platformId) ?? 0)
-
-    return { handle, reap, closeAll, count } as const
+    return { handle, reap, count } as const
   })

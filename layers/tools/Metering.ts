@@ -8,6 +8,7 @@ import { dec, sqlDec } from "../lib/Money.js"
 import { isQueryCanceled } from "../lib/SqlErrors.js"
 import { actorOf, BudgetLedger } from "../ledger/BudgetLedger.js"
 import { DisplayLedger } from "../ledger/DisplayLedger.js"
+import { insertLogRow, NOT_A_MODEL_CALL } from "../ledger/InferenceLogs.js"
 import type { EndUserPrincipal } from "../access/KeyAuth.js"
 import { PlatformWallet } from "../ledger/PlatformWallet.js"
 
@@ -75,12 +76,16 @@ export const makeMetering = Effect.gen(function*() {
           }
           yield* wallet.debit(principal.platformId, price, { ...metadata, request_type: "mcp_tool" })
         }
-        yield* sql`INSERT INTO inference_logs (platform_id, end_user_id, request_type, provider_id, model_id, model_slug,
-            provider_model_id, prompt_tokens, completion_tokens, total_tokens, latency_ms, estimated_cost_usd, status,
-            error_message, token_count_method, billing_status, metadata, created_at)
-          VALUES (${principal.platformId}, ${principal.endUserId}, 'mcp_tool', NULL, NULL, NULL, NULL, 0, 0, 0,
-            ${Math.max(0, Math.round(call.latencyMs))}, ${sqlDec(price)}, ${call.status}, ${call.errorMessage}, 'none',
-            ${billable ? "billed" : "not_billed"}, ${sql.json({ app_slug: call.appSlug, tool: call.tool })}, ${now})`
+        yield* insertLogRow(sql, {
+          platform_id: principal.platformId, end_user_id: principal.endUserId, request_type: "mcp_tool",
+          ...NOT_A_MODEL_CALL,
+          latency_ms: Math.max(0, Math.round(call.latencyMs)),
+          estimated_cost_usd: sqlDec(price),
+          status: call.status, error_message: call.errorMessage,
+          billing_status: billable ? "billed" : "not_billed",
+          metadata: { app_slug: call.appSlug, tool: call.tool },
+          created_at: now
+        })
       }).pipe(sql.withTransaction, Effect.retry({ while: isQueryCanceled, times: 3 }), Effect.orDie)
     }).pipe(
       // Like inference settlement: the call already happened, so a failure here is logged, not

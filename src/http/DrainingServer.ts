@@ -5,6 +5,7 @@
 // (Settlements). Slow clients are bounded: headers and whole request bodies have deadlines, and
 // each listener caps its connections. A front route may take requests before the platform's
 // handler sees them (src/inference/ChatRoute.ts).
+import { HttpServer } from "@effect/platform"
 import { NodeHttpServer } from "@effect/platform-node"
 import { Config, ConfigError, Duration, Effect, Either, Layer } from "effect"
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http"
@@ -67,7 +68,7 @@ export const cutDrainingConnections = (): void => {
  * closes, then waits for) drains: Node closes idle keep-alive connections at once, busy ones when
  * their response ends, and the deadline closes whatever is still open.
  */
-export const drainingServer = (deadline: Duration.Duration, limits: ConnectionLimits, front?: FrontRoute): Server => {
+export const drainingServer = (deadline: Duration.Duration, limits: ConnectionLimits): Server => {
   const server = createServer({
     headersTimeout: limits.headersTimeoutMs,
     requestTimeout: limits.requestTimeoutMs,
@@ -75,12 +76,6 @@ export const drainingServer = (deadline: Duration.Duration, limits: ConnectionLi
     connectionsCheckingInterval: checkingIntervalMs(limits)
   })
   server.maxConnections = limits.maxConnections
-  if (front !== undefined) {
-    // The platform listens for "request" itself; a request the front route takes never gets there.
-    const emit = server.emit.bind(server)
-    server.emit = ((event: string, ...args: Array<any>) =>
-      event === "request" && front(args[0], args[1]) ? true : emit(event, ...args)) as typeof server.emit
-  }
   const close = server.close.bind(server)
   server.close = (callback?: (err?: Error) => void) => {
     const cut = setTimeout(() => server.closeAllConnections(), Duration.toMillis(deadline))
@@ -97,7 +92,31 @@ export const drainingServer = (deadline: Duration.Duration, limits: ConnectionLi
   return server
 }
 
-/** NodeHttpServer.layerConfig over a draining server, with the front route `front` makes. */
+/**
+ * The platform's HttpServer on `server`, whose requests go to `front` first: @effect/platform-node
+ * opens and closes the listener; its handler (made for the HttpApp it is asked to serve) is the
+ * one "request" listener's fallback, for every request the front route leaves. Upgrades are not
+ * served (no route of the gateway's takes a WebSocket).
+ */
+const frontedServer = (server: Server, front: FrontRoute, listen: { readonly port: number; readonly host: string }) =>
+  Effect.map(NodeHttpServer.make(() => server, listen), (listener) =>
+    HttpServer.make({
+      address: listener.address,
+      serve: (app, middleware) =>
+        Effect.gen(function*() {
+          const platform = yield* (middleware === undefined ? NodeHttpServer.makeHandler(app) : NodeHttpServer.makeHandler(app, middleware))
+          const handler = (req: IncomingMessage, res: ServerResponse) => {
+            if (!front(req, res)) platform(req, res)
+          }
+          server.on("request", handler)
+          yield* Effect.addFinalizer(() => Effect.sync(() => server.off("request", handler)))
+        })
+    }))
+
+/**
+ * The listener's HttpServer over a draining server, as NodeHttpServer.layerConfig makes it, with
+ * the front route `front` makes (none: the platform's handler takes every request).
+ */
 export const drainingServerLayer = <E = never, R = never>(
   options: { readonly port: Config.Config<number>; readonly host: Config.Config<string> },
   front: Effect.Effect<FrontRoute | undefined, E, R> = Effect.succeed(undefined)
@@ -106,5 +125,10 @@ export const drainingServerLayer = <E = never, R = never>(
     const deadline = yield* shutdownTimeout
     const limits = yield* connectionLimits
     const route = yield* front
-    return NodeHttpServer.layerConfig(() => drainingServer(deadline, limits, route), options)
+    if (route === undefined) return NodeHttpServer.layerConfig(() => drainingServer(deadline, limits), options)
+    const listen = yield* Config.all(options)
+    return Layer.mergeAll(
+      Layer.scoped(HttpServer.HttpServer, frontedServer(drainingServer(deadline, limits), route, listen)),
+      NodeHttpServer.layerContext
+    )
   }))

@@ -1,13 +1,13 @@
 // The API host ({base_url}, PORT): the HttpApi with its handlers, error mapping, OpenAPI
 // document at /openapi.json, docs page at /docs and a /health probe; chat completions are
-// served by the chat route in front of it.
+// served by the chat route in front of it unless GATEWAY_CHAT_FRONT_ROUTE is off.
 import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
 import { layerCdn as scalarDocsLayer } from "@effect/platform/HttpApiScalar"
 import { Config, Layer } from "effect"
 import { AdminLive } from "../admin/Http.js"
 import { BudgetsLive } from "../budgets/Http.js"
 import { CapabilitiesLive } from "../capabilities/Http.js"
-import { makeChatRoute } from "../inference/ChatRoute.js"
+import { chatFrontRoute } from "../inference/ChatRoute.js"
 import { InferenceLive } from "../inference/Http.js"
 import { ApiKeysLive, EndUsersLive, PlatformsLive } from "../management/Http.js"
 import { recordAddress } from "../../layers/platform/Listeners.js"
@@ -47,5 +47,5 @@ export const ApiListenerLive = Layer.mergeAll(HttpAppLive, recordAddress("api"))
   Layer.provide(drainingServerLayer({
     port: Config.integer("PORT").pipe(Config.withDefault(8080)),
     host
-  }, makeChatRoute))
+  }, chatFrontRoute))
 )

@@ -1,23 +1,26 @@
 // POST /v1/chat/completions, the gateway's hottest route, served straight from node:http in front
-// of HttpApi: one Effect program per request on the listener's runtime, composed from the same
-// service layers, with the same checks in the same order (body, key, payload, caller), the same
-// OpenAI-shaped errors and headers, and the same server span. HttpApi's per-request machinery
-// (router, middleware and handler contexts, response conversion) was a large share of every
-// call's CPU (docs/decisions.md "The chat route"). The endpoint stays declared in the HttpApi for
-// the OpenAPI document.
+// of HttpApi when GATEWAY_CHAT_FRONT_ROUTE is on (the default): one Effect program per request on
+// the listener's runtime, composed from the same service layers, with the same checks in the
+// same order (body, key, payload, caller), the same OpenAI-shaped errors and headers, and the
+// same server span as the endpoint's HttpApi handler (src/inference/Http.ts), which serves it
+// when the switch is off. HttpApi's per-request machinery (router, middleware and handler
+// contexts, response conversion) was a large share of every call's CPU (docs/decisions.md
+// "The chat route").
 import { Headers, HttpApiError, HttpRouter, HttpServerError, HttpTraceContext } from "@effect/platform"
-import { Cause, Context, Effect, FiberRef, FiberRefs, Option, Runtime, Schema, Stream } from "effect"
+import { Cause, Config, Context, Effect, FiberRef, FiberRefs, Option, Runtime, Schema, type Stream } from "effect"
 import * as FindMyWay from "find-my-way-ts"
 import type { IncomingMessage, ServerResponse } from "node:http"
-import { type Caller, Inference } from "../../layers/pipeline/Inference.js"
 import { KeyAuth } from "../../layers/access/KeyAuth.js"
-import { type ChatChunk, type ChatRequest, ChatRequestBody } from "../../schemas/Chat.js"
-import { BadRequest, ValidationError, wireError } from "../../schemas/Errors.js"
+import type { Caller, Inference } from "../../layers/pipeline/Inference.js"
+import { type ChatChunk, ChatRequestBody } from "../../schemas/Chat.js"
+import { BadRequest, wireError } from "../../schemas/Errors.js"
 import { apiErrorOf, checkedBody } from "../http/ErrorMapping.js"
+import type { FrontRoute } from "../http/DrainingServer.js"
 import { readNodeBody } from "../http/RequestBody.js"
 import { annotateCurrentSpan, tracingEnabled } from "../../layers/lib/CurrentSpan.js"
 import { pullEach } from "../../layers/lib/StreamPull.js"
-import { rateLimitHeaders, refusal, runtimeCaller, sseHeaders, sseText } from "./Answers.js"
+import { refusal, runtimeCaller, sseHeaders, sseText } from "./Answers.js"
+import { chatEvent, makeChat, SSE_DONE } from "./Chat.js"
 
 /**
  * What the route answers: JSON text (an answer or an error), or a stream of chunks sent as SSE,
@@ -58,8 +61,6 @@ const notJson = (cause: unknown) =>
     message: `The request body is not valid JSON${cause instanceof Error ? `: ${cause.message}` : ""}`
   })
 
-const chatEvent = (chunk: ChatChunk) => `data: ${JSON.stringify(chunk)}\n\n`
-
 /**
  * Writes a JSON reply; an SSE reply streams, waiting for the socket to drain when it must. The
  * events are encoded and [DONE] added here, by the consumer, not by stages of the stream: every
@@ -79,7 +80,7 @@ const send = (res: ServerResponse, reply: Reply): Effect.Effect<void> => {
     // The chunks cannot fail: the pull ends with the stream.
     return pullEach(reply.chunks, (batch) => res.write(sseText(batch, chatEvent)) ? undefined : drained(res))
   }).pipe(
-    Effect.zipRight(Effect.sync(() => res.end(reply.dropped() ? undefined : "data: [DONE]\n\n"))),
+    Effect.zipRight(Effect.sync(() => res.end(reply.dropped() ? undefined : SSE_DONE))),
     Effect.catchAllCause((cause) => Cause.isInterruptedOnly(cause) ? Effect.failCause(cause) : Effect.logError("chat stream failed", cause))
   )
 }
@@ -139,9 +140,8 @@ const serverSpan = (req: IncomingMessage, res: ServerResponse) => <A, E, R>(self
  * The route as a node:http request listener that takes the requests it serves (true) and leaves
  * the others to HttpApi (false).
  */
-export const makeChatRoute = Effect.gen(function*() {
+export const makeChatRoute: Effect.Effect<FrontRoute, never, KeyAuth | Inference> = Effect.gen(function*() {
   const keyAuth = yield* KeyAuth
-  const inference = yield* Inference
   const runtime = yield* Effect.runtime<never>()
   const tracing = yield* tracingEnabled
   // The requests need no service from the context (their program's requirements are `never`:
@@ -157,28 +157,16 @@ export const makeChatRoute = Effect.gen(function*() {
   const routes = FindMyWay.make<true>(FiberRefs.getOrDefault(runtime.fiberRefs, HttpRouter.currentRouterConfig))
   routes.on("POST", "/v1/chat/completions", true)
 
-  /** The handler proper: tools check, the five pre-flight checks, then the answer or its stream. */
-  const chat = Effect.fnUntraced(function*(caller: Caller, payload: ChatRequestBody) {
-    const hosted = (payload.tools ?? []).findIndex((t) => t.type === "mcp")
-    if (hosted >= 0) {
-      return yield* new ValidationError({
-        code: "unsupported_tool_type",
-        param: `tools.${hosted}.type`,
-        message: "Tools of type mcp are only supported on /v1/responses"
+  const answer = yield* makeChat
+  /** The answer as the route sends it; the typed completion is its own wire form (hot-path rule "encode once"). */
+  const chat = (caller: Caller, payload: ChatRequestBody) =>
+    answer(caller, payload).pipe(
+      Effect.map((a): Reply => "completion" in a ? jsonReply(200, a.completion, a.headers) : a),
+      Effect.catchTag("RateLimitExceeded", (e) => {
+        const { error, headers } = refusal(e)
+        return Effect.succeed(jsonReply(429, wireError(error).body, headers))
       })
-    }
-    const admitted = yield* inference.admit(caller, payload as ChatRequest)
-    const headers = rateLimitHeaders(admitted.rateLimit)
-    // The typed answer is its own wire form: ChatCompletion has no transformations (checked by
-    // test/unit/wireSchemas.test.ts), so encoding it through the schema, as HttpApi would, only
-    // validated again what the adapter built typed (hot-path rule "encode once").
-    if (payload.stream !== true) return jsonReply(200, yield* inference.complete(admitted), headers)
-    const { chunks, dropped } = yield* inference.stream(admitted)
-    return { headers, chunks, dropped } satisfies Reply
-  }, Effect.catchTag("RateLimitExceeded", (e) => {
-      const { error, headers } = refusal(e)
-      return Effect.succeed(jsonReply(429, wireError(error).body, headers))
-    }))
+    )
 
   /** The checks in HttpApi's order: body (before routing), key (middleware), payload, caller. */
   const reply = Effect.fnUntraced(function*(req: IncomingMessage) {
@@ -227,3 +215,9 @@ export const makeChatRoute = Effect.gen(function*() {
     return true
   }
 })
+
+/** GATEWAY_CHAT_FRONT_ROUTE: the front route (on, the default) or the HttpApi handler (off). */
+export const chatFrontRoute = Effect.flatMap(
+  Config.boolean("GATEWAY_CHAT_FRONT_ROUTE").pipe(Config.withDefault(true)),
+  (on) => on ? makeChatRoute : Effect.succeed(undefined)
+)

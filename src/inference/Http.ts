@@ -1,7 +1,8 @@
-// Handlers of the runtime endpoints: thin; the pipeline lives in the Inference layer (chat
-// completions are served by src/inference/ChatRoute.ts).
+// Handlers of the runtime endpoints: thin; the pipeline lives in the Inference layer. Chat
+// completions are served here when GATEWAY_CHAT_FRONT_ROUTE is off, by the front route in
+// src/inference/ChatRoute.ts otherwise.
 import { HttpApiBuilder, HttpApp, HttpServerResponse } from "@effect/platform"
-import { Effect } from "effect"
+import { Effect, Stream } from "effect"
 import { DisplayLedger } from "../../layers/ledger/DisplayLedger.js"
 import { CurrentPrincipal } from "../../layers/access/KeyAuth.js"
 import { ModelCatalog } from "../../layers/tenancy/ModelCatalog.js"
@@ -11,9 +12,13 @@ import { Responses } from "../../layers/responses/Responses.js"
 import type { ResponsesRequest } from "../../schemas/Responses.js"
 import { requireEndUser } from "../http/Access.js"
 import { GatewayApi } from "../http/Api.js"
+import type { ChatRequestBody } from "../../schemas/Chat.js"
 import { rateLimitHeaders, refusal, runtimeCaller, sseEncode, sseHeaders } from "./Answers.js"
+import { chatEvent, makeChat, SSE_DONE } from "./Chat.js"
 
 const runtimePrincipal = Effect.flatMap(CurrentPrincipal, runtimeCaller)
+const utf8 = new TextEncoder()
+const done = utf8.encode(SSE_DONE)
 
 const withHeaders = (headers: Record<string, string>) =>
   Object.keys(headers).length === 0
@@ -32,6 +37,7 @@ export const InferenceLive = HttpApiBuilder.group(GatewayApi, "inference", (hand
     const responses = yield* Responses
     const limits = yield* RateLimitSettings
     const display = yield* DisplayLedger
+    const chat = yield* makeChat
     // The runtime handlers' generators are made once, here (hot-path rule "generators made once",
     // docs/performance.md).
     const listModels = Effect.fnUntraced(function*() {
@@ -46,6 +52,16 @@ export const InferenceLive = HttpApiBuilder.group(GatewayApi, "inference", (hand
           owned_by: m.owned_by
         }))
       }
+    })
+    const createChatCompletion = Effect.fnUntraced(function*(payload: ChatRequestBody) {
+      const answer = yield* chat(yield* runtimePrincipal, payload).pipe(Effect.catchTag("RateLimitExceeded", rateLimited))
+      yield* withHeaders(answer.headers)
+      if ("completion" in answer) return answer.completion
+      const sse = answer.chunks.pipe(
+        sseEncode(chatEvent),
+        Stream.concat(Stream.suspend(() => answer.dropped() ? Stream.empty : Stream.succeed(done)))
+      )
+      return HttpServerResponse.stream(sse, { contentType: "text/event-stream", headers: sseHeaders })
     })
     const createResponse = Effect.fnUntraced(function*(payload: ResponsesRequest) {
       const caller = yield* runtimePrincipal
@@ -68,8 +84,6 @@ export const InferenceLive = HttpApiBuilder.group(GatewayApi, "inference", (hand
       .handle("getMyRateLimits", () =>
         Effect.flatMap(requireEndUser, (me) => limits.effective(me.platformId, me.endUserId)))
       .handle("listModels", () => listModels())
-      // Served by the chat route in front of HttpApi (src/inference/ChatRoute.ts), which takes
-      // every request the router would give this endpoint; declared here for the OpenAPI document.
-      .handle("createChatCompletion", () => Effect.dieMessage("POST /v1/chat/completions is served by the chat route"))
+      .handle("createChatCompletion", ({ payload }) => createChatCompletion(payload))
       .handle("createResponse", ({ payload }) => createResponse(payload))
   }))

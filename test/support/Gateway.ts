@@ -38,6 +38,7 @@ export interface Gateway {
 
 export interface Peer {
   readonly baseUrl: string
+  readonly toolsUrl: string
   readonly call: Gateway["call"]
   readonly close: () => Promise<void>
 }
@@ -48,13 +49,19 @@ export interface StartOptions {
   readonly db?: TestDatabase
 }
 
-/** The request helper of the harness, against any base URL (in-process or a child process). */
+/**
+ * The two ways POST /v1/chat/completions can be served (GATEWAY_CHAT_FRONT_ROUTE): the chat tests
+ * run the same requests through both and expect the same answers.
+ */
+export const chatFronts = [["front route", "true"], ["HttpApi handler", "false"]] as const
+
 /** The answer when it has `status` (default 200); else fails with what came instead. */
 export const ok = <T extends { status: number; body: any }>(res: T, status = 200): T => {
   if (res.status !== status) throw new Error(`expected ${status}, got ${res.status}: ${JSON.stringify(res.body)}`)
   return res
 }
 
+/** The request helper of the harness, against any base URL (in-process or a child process). */
 export const callerFor = (baseUrl: string) =>
   async <T>(method: string, path: string, options: CallOptions = {}): Promise<ApiResponse<T>> => {
     const headers: Record<string, string> = { ...options.headers }
@@ -119,7 +126,7 @@ export const startGateway = async (options: StartOptions = {}): Promise<Gateway>
     run: (effect) => main.runtime.runPromise(effect),
     startPeer: async (extra = {}) => {
       const peer = await launch({ ...env, ...extra }, undefined)
-      const handle: Peer = { baseUrl: peer.baseUrl, call: callerFor(peer.baseUrl), close: () => peer.runtime.dispose() }
+      const handle: Peer = { baseUrl: peer.baseUrl, toolsUrl: peer.toolsUrl, call: callerFor(peer.baseUrl), close: () => peer.runtime.dispose() }
       peers.push(handle)
       return handle
     },

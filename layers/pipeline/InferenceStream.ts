@@ -1,0 +1,103 @@
+// A streamed call's tally: what its chunks carried (text, usage, the end), noted as the adapter
+// yields each chunk, which also gives the chunk the gateway's id and model; and the Outcome the
+// call is settled on, however the stream ends (completion, upstream drop, client disconnect).
+import type { ChatChunk, Usage } from "../../schemas/Chat.js"
+import { countEmittedPrefix, countTextTokens, EMITTED_TEXT_KEPT } from "../platform/Tokenizer.js"
+import { type Admitted, estimatedUsage, type Outcome, UNTRUSTED_USAGE, usageInBounds } from "./InferenceSettlement.js"
+import type { Candidate } from "./ProviderRouter.js"
+
+const DROPPED = "upstream dropped mid-stream"
+
+/** A stream's emitted text: the tokens of what was counted already, and the text not counted yet. */
+interface EmittedText {
+  readonly counted: number
+  readonly text: string
+}
+const emittedTokens = (emitted: EmittedText) => emitted.counted + countTextTokens(emitted.text)
+
+export interface StreamTally {
+  /**
+   * Notes what the chunk carries (for the settlement) and gives it the gateway's id and model;
+   * undefined: the chunk is not relayed (a usage-only chunk the client did not ask for).
+   */
+  readonly relabel: (chunk: ChatChunk) => ChatChunk | undefined
+  /** The upstream failed mid-stream: the call is settled as an error. */
+  readonly noteDrop: () => void
+  readonly dropped: () => boolean
+  /** The `created` of the last chunk (0: none yet), for the gateway's closing chunk. */
+  readonly created: () => number
+  /** What the stream carried so far, as the outcome of the candidate that served it. */
+  readonly outcome: (candidate: Candidate) => Outcome
+}
+
+export const streamTally = (admitted: Admitted): StreamTally => {
+  const state = {
+    /** The emitted text not counted yet: at most about EMITTED_TEXT_KEPT characters. */
+    text: "",
+    /** Tokens of the emitted text counted already (countEmittedPrefix). */
+    counted: 0,
+    usage: null as Usage | null,
+    /** The provider's usage when it was out of bounds (then `usage` is the gateway's count). */
+    reported: null as Usage | null,
+    dropped: false,
+    done: false,
+    created: 0,
+    firstTokenAt: 0
+  }
+  const includeUsage = admitted.request.stream_options?.include_usage === true
+
+  const relabel = (chunk: ChatChunk): ChatChunk | undefined => {
+    state.created = chunk.created
+    for (const choice of chunk.choices) {
+      if (state.firstTokenAt === 0 && (choice.delta.content ?? "") !== "") state.firstTokenAt = Date.now()
+      state.text += choice.delta.content ?? ""
+      for (const call of choice.delta.tool_calls ?? []) state.text += call.function?.arguments ?? ""
+      if (choice.finish_reason !== null) state.done = true
+    }
+    // Memory per stream stays bounded: past EMITTED_TEXT_KEPT the final part of the text is counted and let go.
+    if (state.text.length >= EMITTED_TEXT_KEPT) {
+      const { tokens, rest } = countEmittedPrefix(state.text)
+      state.counted += tokens
+      state.text = rest
+    }
+    if (chunk.usage) {
+      if (usageInBounds(chunk.usage)) {
+        state.usage = chunk.usage
+        state.reported = null
+      } else {
+        state.reported = chunk.usage
+        state.usage = estimatedUsage(admitted, emittedTokens(state))
+      }
+    }
+    if (!includeUsage && chunk.choices.length === 0) return undefined // the usage-only chunk
+    const relabeled = { ...chunk, id: admitted.requestId, model: admitted.request.model }
+    if (chunk.usage == null || (includeUsage && state.reported === null)) return relabeled
+    // Without include_usage no usage is relayed; with it, the usage the call is billed for.
+    return { ...relabeled, usage: includeUsage ? state.usage ?? undefined : undefined }
+  }
+
+  const outcome = (candidate: Candidate): Outcome => {
+    const trusted = state.reported === null ? state.usage : null
+    const completion = trusted?.completion_tokens ?? emittedTokens(state)
+    const prompt = trusted?.prompt_tokens ?? admitted.promptEstimate
+    return {
+      candidate,
+      usage: { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion },
+      method: trusted !== null ? "reported" : "estimated",
+      status: state.dropped ? "error" : state.usage !== null || state.done ? "success" : "interrupted",
+      errorMessage: state.reported === null
+        ? (state.dropped ? DROPPED : null)
+        : state.dropped ? `${DROPPED}; ${UNTRUSTED_USAGE}` : UNTRUSTED_USAGE,
+      timeToFirstTokenMs: state.firstTokenAt === 0 ? undefined : state.firstTokenAt - admitted.startedAt,
+      reportedUsage: state.reported ?? undefined
+    }
+  }
+
+  return {
+    relabel,
+    noteDrop: () => void (state.dropped = true),
+    dropped: () => state.dropped,
+    created: () => state.created,
+    outcome
+  }
+}
