@@ -38,6 +38,7 @@ export {
 } from "./budget/Rows.js"
 
 export class BudgetLedger extends Effect.Service<BudgetLedger>()("gateway/BudgetLedger", {
+  dependencies: [WebhookOutbox.Default],
   effect: Effect.gen(function*() {
     const sql = yield* PgClient.PgClient
     const outbox = yield* WebhookOutbox

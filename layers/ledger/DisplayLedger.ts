@@ -45,6 +45,7 @@ const notInitialized = new Conflict({
 })
 
 export class DisplayLedger extends Effect.Service<DisplayLedger>()("gateway/DisplayLedger", {
+  dependencies: [BudgetLedger.Default],
   effect: Effect.gen(function*() {
     const sql = yield* PgClient.PgClient
     const ledger = yield* BudgetLedger

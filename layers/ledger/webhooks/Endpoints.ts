@@ -71,6 +71,7 @@ const endpointNotFound = new NotFound({ code: "not_found", message: "No such web
  * service so ledger code and its test spies only ever see `enqueue`.
  */
 export class WebhookEndpoints extends Effect.Service<WebhookEndpoints>()("gateway/WebhookEndpoints", {
+  dependencies: [Crypto.Default],
   effect: Effect.gen(function*() {
     const sql = yield* PgClient.PgClient
     const crypto = yield* Crypto
