@@ -124,7 +124,9 @@ export const LedgerCursor = Schema.transformOrFail(
  * point), `limit` (1-200, default 50).
  */
 export const BackfillParams = Schema.Struct({
-  since: Schema.optional(DateInput),
+  since: Schema.optional(DateInput.annotations({
+    description: "Rows created strictly after this time (ISO 8601). A starting point: to continue, pass next_cursor as `after`"
+  })),
   after: Schema.optional(LedgerCursor),
   limit: Schema.optionalWith(Schema.NumberFromString.pipe(Schema.int(), Schema.between(1, 200)), { default: () => 50 })
 })

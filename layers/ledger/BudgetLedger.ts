@@ -393,6 +393,7 @@ export class BudgetLedger extends Effect.Service<BudgetLedger>()("gateway/Budget
 
     return {
       open,
+      requireEndUser,
       create,
       get,
       update,

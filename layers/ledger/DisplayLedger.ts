@@ -16,7 +16,6 @@ import type {
   WalletTopupResult,
   WalletView
 } from "../../schemas/Wallet.js"
-import { isUuid } from "../lib/Ids.js"
 import { dec, sqlDec } from "../lib/Money.js"
 import { type BackfillParams, backfillPage } from "./BackfillPage.js"
 import { type Actor, BudgetLedger, type BudgetRow } from "./BudgetLedger.js"
@@ -57,8 +56,6 @@ interface DisplayTransactionRow {
   readonly actor_key_id: string | null
   readonly created_at: Date
 }
-
-const noEndUser = new NotFound({ code: "not_found", message: "No such end user" })
 
 const notInitialized = new Conflict({
   code: "display_ledger_not_initialized",
@@ -248,10 +245,7 @@ export class DisplayLedger extends Effect.Service<DisplayLedger>()("gateway/Disp
      */
     const transactions = (platformId: string, endUserId: string, params: BackfillParams) =>
       Effect.gen(function*() {
-        const known = isUuid(endUserId)
-          ? yield* sql`SELECT 1 FROM end_users WHERE id = ${endUserId} AND platform_id = ${platformId}`.pipe(Effect.orDie)
-          : []
-        if (known.length === 0) return yield* noEndUser
+        yield* ledger.requireEndUser(platformId, endUserId).pipe(Effect.catchTag("SqlError", Effect.die))
         const page = yield* backfillPage<DisplayTransactionRow>(sql, {
           source: sql`display_transactions t`,
           scope: sql`t.platform_id = ${platformId}

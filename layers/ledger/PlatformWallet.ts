@@ -91,7 +91,8 @@ export class PlatformWallet extends Effect.Service<PlatformWallet>()("gateway/Pl
      * The wallet's ledger rows in backfill order (BackfillPage). A model call's debit names the
      * call by request_id (the settlement copies the call's details into it, and every admitted
      * call has its own); its log row is the entry with that request_id. Tool and capability
-     * debits name no request: their log_id is null.
+     * debits name no request: their log_id is null. A debit whose metadata carries `log_id`
+     * itself is taken at its word.
      */
     const transactions = (platformId: string, params: BackfillParams) =>
       backfillPage<WalletTransactionRow>(sql, {
@@ -100,10 +101,10 @@ export class PlatformWallet extends Effect.Service<PlatformWallet>()("gateway/Pl
             WHERE l.platform_id = t.platform_id AND l.metadata ? 'request_id'
               AND l.metadata->>'request_id' = t.metadata->>'request_id'
             ORDER BY l.created_at, l.id
-            LIMIT 1) log ON t.type = 'debit'`,
+            LIMIT 1) log ON t.type = 'debit' AND NOT (t.metadata ? 'log_id')`,
         scope: sql`t.platform_id = ${platformId}`,
         columns: sql`t.id, t.type, t.amount_usd::text, t.balance_before::text, t.balance_after::text, t.reason,
-          log.id AS log_id, t.metadata, t.created_at`
+          coalesce(t.metadata->>'log_id', log.id::text) AS log_id, t.metadata, t.created_at`
       }, params).pipe(Effect.map((page) => ({
         data: page.rows.map(({ cursor, row }): PlatformWalletTransaction => ({
           id: row.id,
