@@ -24,6 +24,7 @@ export const callSweepMs = durationMsConfig("GATEWAY_CALL_SWEEP", 10_000, 1)
 const RETRY = Schedule.exponential("100 millis").pipe(Schedule.union(Schedule.spaced("5 seconds")))
 
 export class CallRecords extends Effect.Service<CallRecords>()("gateway/CallRecords", {
+  dependencies: [Settlements.Default],
   scoped: Effect.gen(function*() {
     const sql = yield* PgClient.PgClient
     const settlements = yield* Settlements

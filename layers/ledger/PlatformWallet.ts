@@ -2,7 +2,21 @@
 // settlement. Every change writes a wallet ledger row in the same transaction.
 import { PgClient } from "@effect/sql-pg"
 import { BigDecimal, Effect } from "effect"
+import type { PlatformWalletTransaction } from "../../schemas/Catalog.js"
 import { dec, sqlDec } from "../lib/Money.js"
+import { type BackfillParams, backfillPage } from "./BackfillPage.js"
+
+interface WalletTransactionRow {
+  readonly id: string
+  readonly type: "topup" | "debit"
+  readonly amount_usd: string
+  readonly balance_before: string
+  readonly balance_after: string
+  readonly reason: string | null
+  readonly log_id: string | null
+  readonly metadata: Record<string, unknown>
+  readonly created_at: Date
+}
 
 interface WalletRow {
   readonly balance_usd: string
@@ -73,6 +87,35 @@ export class PlatformWallet extends Effect.Service<PlatformWallet>()("gateway/Pl
     const debit = (platformId: string, amount: BigDecimal.BigDecimal, metadata: Record<string, unknown>) =>
       debitMany(platformId, [{ amount, metadata }])
 
-    return { get, topup, debit, debitMany } as const
+    /**
+     * The wallet's ledger rows in backfill order (BackfillPage). A model call's debit carries the
+     * id of the log row it paid for (`log_id` in its metadata: the settlement's id); tool and
+     * capability debits and topups have none.
+     */
+    const transactions = (platformId: string, params: BackfillParams) =>
+      backfillPage<WalletTransactionRow>(sql, {
+        source: sql`platform_wallet_transactions t`,
+        scope: sql`t.platform_id = ${platformId}`,
+        columns: sql`t.id, t.type, t.amount_usd::text, t.balance_before::text, t.balance_after::text, t.reason,
+          t.metadata->>'log_id' AS log_id, t.metadata, t.created_at`
+      }, params).pipe(Effect.map((page) => ({
+        data: page.rows.map(({ cursor, row }): PlatformWalletTransaction => ({
+          id: row.id,
+          type: row.type,
+          amount_usd: dec(row.amount_usd),
+          balance_before_usd: dec(row.balance_before),
+          balance_after_usd: dec(row.balance_after),
+          reason: row.reason,
+          log_id: row.log_id,
+          request_id: typeof row.metadata.request_id === "string" ? row.metadata.request_id : null,
+          metadata: row.metadata,
+          created_at: row.created_at,
+          cursor
+        })),
+        limit: params.limit,
+        next_cursor: page.next
+      })))
+
+    return { get, topup, debit, debitMany, transactions } as const
   })
 }) {}

@@ -58,6 +58,7 @@ const rejectionsBy = taggedBy(preflightRejections, "code")
 const INSTANCE_STOPPED = "the instance serving the call stopped before it ended; billed for its prompt"
 
 export class Inference extends Effect.Service<Inference>()("gateway/Inference", {
+  dependencies: [AdmissionCache.Default, BudgetLedger.Default, CallRecords.Default, ProviderKeys.Default, ProviderRouter.Default, RateLimiter.layerFromConfig, Settlements.Default, UpstreamAdapters.layer],
   effect: Effect.gen(function*() {
     const sql = yield* PgClient.PgClient
     const router = yield* ProviderRouter
