@@ -29,7 +29,7 @@ const start = async (label: string) => {
   const gw = await spawnGateway({
     label,
     entry: "bundle",
-    env: spawnEnv({ databaseUrl: db.url, dataDir, adminKey, encryptionKey }, { DATABASE_POOL_SIZE: "6", GATEWAY_CALL_SWEEP: "300ms" })
+    env: spawnEnv({ databaseUrl: db.url, dataDir, adminKey, encryptionKey }, { DATABASE_POOL_SIZE: "6", GATEWAY_CALL_SWEEP: "300ms", GATEWAY_CALL_RECORDS: "true" })
   })
   running.push(gw)
   return { gw, dataDir }
@@ -163,6 +163,8 @@ it("a stream cut by the crash is settled by another instance as interrupted, its
     const first = await reader.read() // the answer has started
     expect(first.done).toBe(false)
     const id = JSON.parse(new TextDecoder().decode(first.value).split("\n\n")[0]!.slice("data: ".length)).id as string
+    // Past GATEWAY_CALL_RECORD_AFTER (250 ms) a running call is on record with what it comes to if cut.
+    await until(async () => (await db.pool.query("SELECT count(*)::int AS n FROM call_records")).rows[0].n as number, (n) => n === 1, 10_000)
     await destroy(doomed)
     await reader.read().catch(() => undefined)
 

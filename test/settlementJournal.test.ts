@@ -1,8 +1,7 @@
 // A crash (SIGKILL) with settlements still queued (money stays exact through crashes): the
-// database could not commit them (a lock held past GATEWAY_SETTLEMENT_WAIT), so the answers went
-// out without waiting and the settlements were journaled. The next start on the same data
-// directory queues them again from the settlement journal; every call is then logged and
-// debited exactly once, also when a journal that was already written is replayed once more.
+// answers went out, the writes had not. The next start on the same data directory queues them
+// again from the settlement journal; every call is then logged and debited exactly once, also
+// when a journal that was already written is replayed once more.
 import { randomBytes } from "node:crypto"
 import { mkdtempSync, readdirSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
@@ -39,7 +38,7 @@ const start = (label: string) =>
   spawnGateway({
     label,
     entry: "bundle",
-    env: spawnEnv({ databaseUrl: db.url, dataDir, adminKey, encryptionKey }, { DATABASE_POOL_SIZE: "4", GATEWAY_SETTLEMENT_WAIT: "1s" })
+    env: spawnEnv({ databaseUrl: db.url, dataDir, adminKey, encryptionKey }, { DATABASE_POOL_SIZE: "4" })
   })
 
 const kill = async (gw: GatewayProcess) => {
@@ -64,7 +63,7 @@ it("a SIGKILL loses no queued settlement: the next start writes each once", asyn
   const user = ok(await first.call("POST", `/v1/platforms/${platformId}/end-users`, { key: platformKey, body: { external_id: "u" } }), 201).body
   ok(await first.call("POST", `/v1/platforms/${platformId}/end-users/${user.id}/budget`, { key: platformKey, body: { max_usd: 5 } }), 201)
 
-  // Hold the log table so the writer cannot commit: past the wait the answers go out, the settlements stay queued.
+  // Hold the log table so the writer cannot commit: the answers go out, the settlements stay queued.
   const blocker: pg.PoolClient = await db.pool.connect()
   await blocker.query("BEGIN")
   await blocker.query("LOCK TABLE inference_logs IN EXCLUSIVE MODE")

@@ -53,12 +53,22 @@ export const settlementLingerMs = durationMsConfig("GATEWAY_SETTLEMENT_LINGER", 
  */
 export const settlementWaitMs = durationMsConfig("GATEWAY_SETTLEMENT_WAIT", 5_000, 1)
 /**
- * GATEWAY_SETTLEMENT_SYNCHRONOUS_COMMIT: off (the default), a settlement's commit returns once
- * Postgres has it, without waiting for its WAL flush: a crash of the gateway loses nothing, a
- * crash of Postgres itself can lose the last moments of commits (docs/decisions.md). On: the
- * server's own setting applies (the flush, and synchronous replicas if configured).
+ * GATEWAY_CALL_RECORDS: calls are put on record in Postgres (CallRecords), so any instance settles
+ * the calls of a dead one, and the journal is written only while the database cannot take
+ * records. Off (the default): every queued settlement is journaled on this instance's disk.
  */
-export const settlementSynchronousCommit = Config.boolean("GATEWAY_SETTLEMENT_SYNCHRONOUS_COMMIT").pipe(Config.withDefault(false))
+export const callRecordsEnabled = Config.boolean("GATEWAY_CALL_RECORDS").pipe(Config.withDefault(false))
+
+/**
+ * GATEWAY_SETTLEMENT_SYNCHRONOUS_COMMIT: on, settlement and call-record commits wait for the
+ * server's own setting (the WAL flush, and synchronous replicas if configured); off, a commit
+ * returns once Postgres has it: a crash of the gateway loses nothing, a crash of Postgres itself
+ * can lose the last moments of commits (docs/decisions.md). Default: off with call records (an
+ * answer waits for its record's commit), on without.
+ */
+export const settlementSynchronousCommit = Config.boolean("GATEWAY_SETTLEMENT_SYNCHRONOUS_COMMIT").pipe(
+  Config.orElse(() => callRecordsEnabled.pipe(Config.map((records) => !records)))
+)
 const LOW_LOAD_GROUP = 16
 /** Postgres unreachable: retry a group with backoff capped at 5 s, for up to 15 minutes. */
 const OUTAGE_RETRY = Schedule.exponential("200 millis").pipe(Schedule.union(Schedule.spaced("5 seconds")), Schedule.upTo("15 minutes"))
@@ -109,6 +119,7 @@ export class Settlements extends Effect.Service<Settlements>()("gateway/Settleme
     const drainTimeout = yield* shutdownTimeout
     const lowLoadLingerMs = yield* settlementLingerMs
     const synchronousCommit = yield* settlementSynchronousCommit
+    const withRecords = yield* callRecordsEnabled
     const waitMs = yield* settlementWaitMs
     const queue = yield* Queue.unbounded<Entry>()
     const journal = yield* openSettlementJournal
@@ -154,7 +165,7 @@ export class Settlements extends Effect.Service<Settlements>()("gateway/Settleme
     const debitedWanted = new Map<string, number>()
     const WANTED_MEMORY_MS = 10_000
     const commitInTransaction = makeSettleInTransaction(sql, ledger, wallet, (platformId) =>
-      debitedWanted.set(platformId, Date.now() + WANTED_MEMORY_MS), synchronousCommit)
+      debitedWanted.set(platformId, Date.now() + WANTED_MEMORY_MS), synchronousCommit, withRecords)
 
     /** Whether a group may try the one statement first. */
     const atOnceFirst = (settlements: ReadonlyArray<Settlement>, now: number) =>
@@ -169,7 +180,7 @@ export class Settlements extends Effect.Service<Settlements>()("gateway/Settleme
         const all = entries.map((entry) => entry.settlement)
         const transaction = Effect.zipLeft(commitInTransaction(all), countGroup("transaction"))
         return atOnceFirst(all, Date.now())
-          ? Effect.flatMap(settleAtOnce(sql, all, synchronousCommit), (written) => written ? countGroup("statement") : transaction)
+          ? Effect.flatMap(settleAtOnce(sql, all, synchronousCommit, withRecords), (written) => written ? countGroup("statement") : transaction)
           : transaction
       }).pipe(Effect.retry({ while: isRetriable, times: 5 }))
 
@@ -355,8 +366,8 @@ export class Settlements extends Effect.Service<Settlements>()("gateway/Settleme
       add(queuedByPlatform, settlement.platformId, settlement.costUsd)
       if (settlement.endUserId !== null) add(queuedByUser, settlement.endUserId, settlement.costUsd)
       const entry: Entry = { settlement, seq: ++lastSeq, segment: null }
-      // Journaled only while answers do not wait (`degraded`); otherwise the answer ends once it is committed.
-      const failure = (degraded || journaled) && journal !== null ? journalEntry(entry) : undefined
+      // With call records, journaled only while the database is stuck (`degraded`): the call is on record.
+      const failure = (!withRecords || degraded || journaled) && journal !== null ? journalEntry(entry) : undefined
       const set = pending.get(settlement.platformId) ?? new Set<Entry>()
       set.add(entry)
       pending.set(settlement.platformId, set)

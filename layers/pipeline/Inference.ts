@@ -16,7 +16,7 @@ import { ProviderKeys } from "../tenancy/ProviderKeys.js"
 import { BudgetLedger } from "../ledger/BudgetLedger.js"
 import { preflightRejections, taggedBy } from "../platform/Metrics.js"
 import { type Candidate, orderCandidates, ProviderRouter } from "./ProviderRouter.js"
-import { CallRecords } from "../ledger/CallRecords.js"
+import { CallRecords, type TrackedCall } from "../ledger/CallRecords.js"
 import { Settlements, unsettled } from "../ledger/Settlements.js"
 import {
   type Admitted,
@@ -185,19 +185,22 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
     const noParent = Effect.succeed(Option.none<Tracer.Span>())
 
     /**
-     * The call's record (CallRecords) as it starts: what it comes to if its instance dies before
-     * settling it: its prompt estimate on the first candidate, no completion. Returns what
-     * waits until the record is written; the answer's first byte waits for it.
+     * A call that starts, followed by CallRecords: what it comes to if its instance dies before
+     * settling it is its prompt estimate on the first candidate, no completion.
      */
-    const record = (id: string, admitted: Admitted) => {
-      const candidate = admitted.candidates[0]!
-      const usage = estimatedUsage(admitted, 0)
-      const cut: Outcome = { candidate, usage, method: "estimated", status: "interrupted", errorMessage: INSTANCE_STOPPED }
-      return records.open(settlementOf(id, admitted, cut, costOf(candidate, usage), new Date(clock.unsafeCurrentTimeMillis()), Option.none()))
-    }
+    const track = (id: string, admitted: Admitted) =>
+      records.track(id, () => {
+        const candidate = admitted.candidates[0]!
+        const usage = estimatedUsage(admitted, 0)
+        const cut: Outcome = { candidate, usage, method: "estimated", status: "interrupted", errorMessage: INSTANCE_STOPPED }
+        return settlementOf(id, admitted, cut, costOf(candidate, usage), new Date(clock.unsafeCurrentTimeMillis()), Option.none())
+      })
 
-    /** Settles the call (log row, budget debit, wallet debit) and waits for the commit; never interrupted half-way. */
-    const settle = (id: string, admitted: Admitted, outcome: Outcome) =>
+    /**
+     * Settles the call (log row, budget debit, wallet debit): on record before the answer ends
+     * (CallRecords), then queued for the grouped writer; never interrupted half-way.
+     */
+    const settle = (call: TrackedCall, id: string, admitted: Admitted, outcome: Outcome) =>
       Effect.suspend(() => {
         const caller = admitted.caller
         const cost = costOf(outcome.candidate, outcome.usage)
@@ -206,10 +209,8 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
         // The span carries the settlement's attributes, and the writes join its trace. The
         // answer ends once they are committed (Settlements.settle: group commit).
         return Effect.flatMap(tracing ? annotateSettlement(admitted, outcome, cost) : noParent, (parent) => {
-          const queued = Effect.zipRight(
-            settlements.settle(settlementOf(id, admitted, outcome, cost, now, parent)),
-            Effect.sync(() => records.close(id))
-          )
+          const settlement = settlementOf(id, admitted, outcome, cost, now, parent)
+          const queued = Effect.zipRight(call.settled(settlement), settlements.submit(settlement))
           return caller._tag === "EndUserKey"
             ? Effect.zipRight(queued, limiter.settle(caller.endUserId, admitted.limits, admitted.promptEstimate, outcome.usage.total_tokens))
             : queued
@@ -239,19 +240,18 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
 
     const answerAndSettle = Effect.fnUntraced(function*(admitted: Admitted) {
       const id = randomUUID()
-      const recorded = record(id, admitted)
+      const call = track(id, admitted)
       const { value, candidate } = yield* router.route(
         admitted.candidates,
         (c) => Effect.flatMap(callFor(admitted, c), adapters.get(c.kind).complete)
-      ).pipe(Effect.tapErrorCause(() => Effect.sync(() => records.close(id))))
-      yield* recorded
+      ).pipe(Effect.tapErrorCause(() => Effect.sync(call.dropped)))
       if (usageInBounds(value.usage)) {
-        yield* settle(id, admitted, { candidate, usage: value.usage, method: "reported", status: "success", errorMessage: null })
+        yield* settle(call, id, admitted, { candidate, usage: value.usage, method: "reported", status: "success", errorMessage: null })
         return { ...value, id: admitted.requestId, model: admitted.request.model }
       }
       // The answer carries the usage it was billed for.
       const usage = estimatedUsage(admitted, yield* countTextTokensYielding(answerText(value)))
-      yield* settle(id, admitted, { candidate, usage, method: "estimated", status: "success", errorMessage: UNTRUSTED_USAGE, reportedUsage: value.usage })
+      yield* settle(call, id, admitted, { candidate, usage, method: "estimated", status: "success", errorMessage: UNTRUSTED_USAGE, reportedUsage: value.usage })
       return { ...value, id: admitted.requestId, model: admitted.request.model, usage }
     })
 
@@ -272,9 +272,9 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
     const stream = Effect.fnUntraced(function*(admitted: Admitted) {
       const tally = streamTally(admitted)
       const id = randomUUID()
-      const recorded = record(id, admitted)
+      const call = track(id, admitted)
       /** What the stream carried so far, settled on the candidate that served it. */
-      const settleStream = (candidate: Candidate) => Effect.suspend(() => settle(id, admitted, tally.outcome(candidate)))
+      const settleStream = (candidate: Candidate) => Effect.suspend(() => settle(call, id, admitted, tally.outcome(candidate)))
       // The attempt in flight: a client that leaves before the first byte, once the request
       // went upstream, is settled as one that leaves mid-stream (interrupted: its prompt, no
       // completion tokens), since the provider has the prompt either way.
@@ -296,10 +296,9 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
             )
           })
       ).pipe(
-        Effect.onInterrupt(() => inFlight === undefined ? Effect.sync(() => records.close(id)) : settleStream(inFlight)),
-        Effect.tapError(() => Effect.sync(() => records.close(id)))
+        Effect.onInterrupt(() => inFlight === undefined ? Effect.sync(call.dropped) : settleStream(inFlight)),
+        Effect.tapError(() => Effect.sync(call.dropped))
       )
-      yield* recorded
       const body = chunks.pipe(
         // The drop was noted (and settled) by `ended`, which runs before this handler.
         Stream.catchAll((error) => {
