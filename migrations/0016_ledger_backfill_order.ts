@@ -23,11 +23,6 @@ export default Effect.gen(function*() {
   yield* sql`DROP INDEX display_transactions_budget`
   yield* sql`CREATE INDEX display_transactions_budget ON display_transactions (budget_id, xid, seq)`
 
-  // A wallet debit names the call it paid for by the call's request_id (the settlement writes it
-  // into both rows); the listing finds the call's log row through this index.
-  yield* sql`CREATE INDEX inference_logs_request ON inference_logs (platform_id, (metadata->>'request_id'))
-    WHERE metadata ? 'request_id'`
-
   yield* sql`ALTER TABLE webhook_delivery_attempts
     ADD COLUMN status text CHECK (status IN ('delivered', 'retry', 'failed')),
     ADD COLUMN next_attempt_at timestamptz`

@@ -15,6 +15,7 @@ import settleAtOnce from "./0012_settle_at_once.js"
 import webhookFairDispatch from "./0015_webhook_fair_dispatch.js"
 import ledgerBackfillOrder from "./0016_ledger_backfill_order.js"
 import mcpSessions from "./0017_mcp_sessions.js"
+import callRecords from "./0019_call_records.js"
 
 export const migrations = Migrator.fromRecord({
   "0001_foundation": foundation,
@@ -31,5 +32,6 @@ export const migrations = Migrator.fromRecord({
   "0012_settle_at_once": settleAtOnce,
   "0015_webhook_fair_dispatch": webhookFairDispatch,
   "0016_ledger_backfill_order": ledgerBackfillOrder,
-  "0017_mcp_sessions": mcpSessions
+  "0017_mcp_sessions": mcpSessions,
+  "0019_call_records": callRecords
 })

@@ -88,23 +88,16 @@ export class PlatformWallet extends Effect.Service<PlatformWallet>()("gateway/Pl
       debitMany(platformId, [{ amount, metadata }])
 
     /**
-     * The wallet's ledger rows in backfill order (BackfillPage). A model call's debit names the
-     * call by request_id (the settlement copies the call's details into it, and every admitted
-     * call has its own); its log row is the entry with that request_id. Tool and capability
-     * debits name no request: their log_id is null. A debit whose metadata carries `log_id`
-     * itself is taken at its word.
+     * The wallet's ledger rows in backfill order (BackfillPage). A model call's debit carries the
+     * id of the log row it paid for (`log_id` in its metadata: the settlement's id); tool and
+     * capability debits and topups have none.
      */
     const transactions = (platformId: string, params: BackfillParams) =>
       backfillPage<WalletTransactionRow>(sql, {
-        source: sql`platform_wallet_transactions t LEFT JOIN LATERAL (
-            SELECT l.id FROM inference_logs l
-            WHERE l.platform_id = t.platform_id AND l.metadata ? 'request_id'
-              AND l.metadata->>'request_id' = t.metadata->>'request_id'
-            ORDER BY l.created_at, l.id
-            LIMIT 1) log ON t.type = 'debit' AND NOT (t.metadata ? 'log_id')`,
+        source: sql`platform_wallet_transactions t`,
         scope: sql`t.platform_id = ${platformId}`,
         columns: sql`t.id, t.type, t.amount_usd::text, t.balance_before::text, t.balance_after::text, t.reason,
-          coalesce(t.metadata->>'log_id', log.id::text) AS log_id, t.metadata, t.created_at`
+          t.metadata->>'log_id' AS log_id, t.metadata, t.created_at`
       }, params).pipe(Effect.map((page) => ({
         data: page.rows.map(({ cursor, row }): PlatformWalletTransaction => ({
           id: row.id,

@@ -62,12 +62,27 @@ const atOnceRowOf = (s: Settlement) => ({
 
 /**
  * The group in one statement: true when the function wrote it, false when a condition failed and
- * it wrote nothing.
+ * it wrote nothing. `withRecords`: when it wrote them, the settlements' call records go with them
+ * (CallRecords). Off, `synchronousCommit` lets the commit return before its WAL flush:
+ * set_config(..., true) lasts until the statement's own transaction commits.
  */
-export const settleAtOnce = (sql: PgClient.PgClient, settlements: ReadonlyArray<Settlement>) =>
-  sql<{ readonly ok: boolean }>`SELECT settle_at_once(${JSON.stringify(settlements.map(atOnceRowOf))}::jsonb) AS ok`.pipe(
-    Effect.map(([row]) => row?.ok === true)
-  )
+export const settleAtOnce = (sql: PgClient.PgClient, settlements: ReadonlyArray<Settlement>, synchronousCommit: boolean, withRecords: boolean) => {
+  const rows = JSON.stringify(settlements.map(atOnceRowOf))
+  const statement = withRecords
+    ? sql<{ readonly ok: boolean }>`WITH settled AS (
+        SELECT set_config('synchronous_commit', CASE WHEN ${synchronousCommit} THEN current_setting('synchronous_commit') ELSE 'off' END, true),
+          settle_at_once(${rows}::jsonb) AS ok
+      ),
+      recorded AS (
+        DELETE FROM call_records WHERE (SELECT ok FROM settled)
+          AND id IN (SELECT jsonb_array_elements_text(${JSON.stringify(settlements.map((s) => s.id))}::jsonb)::uuid)
+      )
+      SELECT ok FROM settled`
+    : synchronousCommit
+    ? sql<{ readonly ok: boolean }>`SELECT settle_at_once(${rows}::jsonb) AS ok`
+    : sql<{ readonly ok: boolean }>`SELECT set_config('synchronous_commit', 'off', true), settle_at_once(${rows}::jsonb) AS ok`
+  return Effect.map(statement, ([row]) => row?.ok === true)
+}
 
 /** The function's body: what Postgres keeps as its source (pg_proc.prosrc). */
 export const SETTLE_AT_ONCE_BODY = `

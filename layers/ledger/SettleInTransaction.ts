@@ -74,7 +74,9 @@ export const makeSettleInTransaction = (
   sql: PgClient.PgClient,
   ledger: BudgetLedger,
   wallet: PlatformWallet,
-  debitedWanted: (platformId: string) => void
+  debitedWanted: (platformId: string) => void,
+  synchronousCommit: boolean,
+  withRecords: boolean
 ) => {
   /**
    * The log rows of a group in one statement. Returns the ids that were new (the others were
@@ -141,6 +143,16 @@ export const makeSettleInTransaction = (
 
   /** One transaction for a group: log rows, then budgets (by end user), then wallets (by platform). */
   return Effect.fnUntraced(function*(all: ReadonlyArray<Settlement>) {
+    // The calls' records go with their settlements (CallRecords); the commit's WAL flush is
+    // waited for only when asked (settlementSynchronousCommit).
+    if (withRecords) {
+      yield* sql`WITH recorded AS (
+          DELETE FROM call_records WHERE id IN (SELECT jsonb_array_elements_text(${JSON.stringify(all.map((s) => s.id))}::jsonb)::uuid)
+        )
+        SELECT set_config('synchronous_commit', CASE WHEN ${synchronousCommit} THEN current_setting('synchronous_commit') ELSE 'off' END, true)`
+    } else if (!synchronousCommit) {
+      yield* sql`SELECT set_config('synchronous_commit', 'off', true)`
+    }
     const { budgets, fresh, subscribed } = yield* insertLogs(all)
     for (const [platformId, wanted] of subscribed) {
       if (wanted("budget.debited")) debitedWanted(platformId)

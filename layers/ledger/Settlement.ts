@@ -1,6 +1,6 @@
 // What a served call's settlement is: its log row, what it debits and whom. Settlements queues
-// and writes them; the journal keeps them on disk until they are written.
-import type { BigDecimal, Option, Tracer } from "effect"
+// and writes them; the journal (on disk) and call records (in Postgres) keep them as JSON.
+import { BigDecimal, Option, type Tracer } from "effect"
 import type { PlatformSettings } from "../../schemas/Platforms.js"
 import type { Actor } from "./BudgetLedger.js"
 
@@ -66,4 +66,41 @@ export interface Settlement {
    * journal, an inactive budget): then the settlement is written by the transaction.
    */
   readonly budget?: BudgetExpectation | null | undefined
+}
+
+/** The settlement as JSON text (the span it joins is not kept, nor the budget admission saw). */
+export const settlementJson = (s: Settlement) =>
+  JSON.stringify({
+    id: s.id,
+    platformId: s.platformId,
+    endUserId: s.endUserId,
+    costUsd: BigDecimal.format(s.costUsd),
+    at: s.at.toISOString(),
+    log: s.log,
+    details: s.details,
+    actor: s.actor,
+    displaySettings: s.displaySettings
+  })
+
+/** A settlement from its JSON text; null when the text is not one (a line torn by a crash). */
+export const settlementFromJson = (text: string): Settlement | null => {
+  try {
+    const r = JSON.parse(text)
+    const cost = BigDecimal.fromString(r.costUsd)
+    if (typeof r.id !== "string" || Option.isNone(cost)) return null
+    return {
+      id: r.id,
+      platformId: r.platformId,
+      endUserId: r.endUserId,
+      costUsd: cost.value,
+      at: new Date(r.at),
+      log: r.log,
+      details: r.details,
+      actor: r.actor,
+      displaySettings: r.displaySettings,
+      parent: Option.none()
+    }
+  } catch {
+    return null
+  }
 }

@@ -6,11 +6,10 @@
 // Journals are segment files under GATEWAY_DATA_DIR/settlements: a segment whose settlements are
 // all written is deleted (the current one truncated). The writes are not fsynced: they survive
 // the process, not the machine (docs/decisions.md).
-import { BigDecimal, Option } from "effect"
 import { randomBytes } from "node:crypto"
 import { closeSync, ftruncateSync, mkdirSync, openSync, readdirSync, readFileSync, unlinkSync, writeSync } from "node:fs"
 import { basename, join } from "node:path"
-import type { Settlement } from "./Settlement.js"
+import { type Settlement, settlementFromJson, settlementJson } from "./Settlement.js"
 
 export interface JournalLimits {
   /** A segment past this size is closed and a new one started. */
@@ -30,41 +29,8 @@ export interface Segment {
   open: number
 }
 
-/** The settlement as a JSON line (the span it joins is not kept). */
-const toLine = (s: Settlement) =>
-  JSON.stringify({
-    id: s.id,
-    platformId: s.platformId,
-    endUserId: s.endUserId,
-    costUsd: BigDecimal.format(s.costUsd),
-    at: s.at.toISOString(),
-    log: s.log,
-    details: s.details,
-    actor: s.actor,
-    displaySettings: s.displaySettings
-  }) + "\n"
-
-const fromLine = (line: string): Settlement | null => {
-  try {
-    const r = JSON.parse(line)
-    const cost = BigDecimal.fromString(r.costUsd)
-    if (typeof r.id !== "string" || Option.isNone(cost)) return null
-    return {
-      id: r.id,
-      platformId: r.platformId,
-      endUserId: r.endUserId,
-      costUsd: cost.value,
-      at: new Date(r.at),
-      log: r.log,
-      details: r.details,
-      actor: r.actor,
-      displaySettings: r.displaySettings,
-      parent: Option.none()
-    }
-  } catch {
-    return null // a line torn by the crash
-  }
-}
+const toLine = (s: Settlement) => settlementJson(s) + "\n"
+const fromLine = settlementFromJson
 
 /** Files of segments open in this process (several gateways may run in one process: tests). */
 const liveFiles = new Set<string>()

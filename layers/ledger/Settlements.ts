@@ -1,15 +1,17 @@
-// Settlements: the writes of served calls (log row, budget debit, platform wallet debit) leave
-// the request path. A call's settlement is queued when its answer is complete; one writer
-// fiber commits what is queued in groups: the common group by one statement (SettleAtOnce),
-// any other by a transaction (SettleInTransaction).
+// Settlements: the writes of served calls (log row, budget debit, platform wallet debit). A
+// call's settlement is queued when its answer is complete, and the answer ends only once it is
+// committed (`settle`): a call whose answer reached its client is in Postgres, whatever happens
+// to this instance and its disk afterwards. One writer fiber commits what is queued in groups
+// (the calls that finished while the previous group committed: group commit): the common group
+// by one statement (SettleAtOnce), any other by a transaction (SettleInTransaction).
 // Until it commits, a settlement is "pending": admission adds pending costs to what it reads
 // (exact, see `unsettled` and `submitted`), and the API's reads wait for the caller's platform
 // (`awaitPlatform`), so a client never sees its own call missing. Shutdown drains the queue.
-// Queued settlements are also journaled to disk (SettlementJournal): a crashed instance's are
-// queued again by the next start.
+// While Postgres is unreachable answers do not wait: settlements stay queued, and journaled to
+// disk (SettlementJournal), so the same instance restarted on the same disk queues them again.
 import type { SqlError } from "@effect/sql/SqlError"
 import { PgClient } from "@effect/sql-pg"
-import { BigDecimal, Cause, Chunk, Clock, Config, Deferred, Duration, Effect, Layer, Option, Queue, Schedule, type Scope } from "effect"
+import { BigDecimal, Cause, Chunk, Clock, Config, Deferred, Duration, Effect, Exit, FiberId, Layer, Option, Queue, Schedule, type Scope } from "effect"
 import { join } from "node:path"
 import { durationMsConfig } from "../lib/ConfigValues.js"
 import { isDatabaseOutage, isDeadlock, isQueryCanceled } from "../lib/SqlErrors.js"
@@ -27,8 +29,8 @@ interface Entry {
   readonly settlement: Settlement
   /** Its place in the queue: the writer takes entries in this order (see `writtenThrough`). */
   readonly seq: number
-  /** Where it is journaled (null: journal off, or its write failed). */
-  readonly segment: Segment | null
+  /** Where it is journaled (null: not journaled: journal off, not needed, or its write failed). */
+  segment: Segment | null
 }
 
 /** Settlements committed per transaction, at most. */
@@ -45,6 +47,28 @@ const GROUP_SIZE = 256
 const LINGER_MS = 5
 /** The writer's wait at low load (0: none; see LINGER_MS). */
 export const settlementLingerMs = durationMsConfig("GATEWAY_SETTLEMENT_LINGER", 25)
+/**
+ * How long an answer waits for its settlement's commit before the writer is taken as stuck (a
+ * database outage or a lock): past it, answers stop waiting and settlements are journaled.
+ */
+export const settlementWaitMs = durationMsConfig("GATEWAY_SETTLEMENT_WAIT", 5_000, 1)
+/**
+ * GATEWAY_CALL_RECORDS: calls are put on record in Postgres (CallRecords), so any instance settles
+ * the calls of a dead one, and the journal is written only while the database cannot take
+ * records. Off (the default): every queued settlement is journaled on this instance's disk.
+ */
+export const callRecordsEnabled = Config.boolean("GATEWAY_CALL_RECORDS").pipe(Config.withDefault(false))
+
+/**
+ * GATEWAY_SETTLEMENT_SYNCHRONOUS_COMMIT: on, settlement and call-record commits wait for the
+ * server's own setting (the WAL flush, and synchronous replicas if configured); off, a commit
+ * returns once Postgres has it: a crash of the gateway loses nothing, a crash of Postgres itself
+ * can lose the last moments of commits (docs/decisions.md). Default: off with call records (an
+ * answer waits for its record's commit), on without.
+ */
+export const settlementSynchronousCommit = Config.boolean("GATEWAY_SETTLEMENT_SYNCHRONOUS_COMMIT").pipe(
+  Config.orElse(() => callRecordsEnabled.pipe(Config.map((records) => !records)))
+)
 const LOW_LOAD_GROUP = 16
 /** Postgres unreachable: retry a group with backoff capped at 5 s, for up to 15 minutes. */
 const OUTAGE_RETRY = Schedule.exponential("200 millis").pipe(Schedule.union(Schedule.spaced("5 seconds")), Schedule.upTo("15 minutes"))
@@ -94,6 +118,9 @@ export class Settlements extends Effect.Service<Settlements>()("gateway/Settleme
     const wallet = yield* PlatformWallet
     const drainTimeout = yield* shutdownTimeout
     const lowLoadLingerMs = yield* settlementLingerMs
+    const synchronousCommit = yield* settlementSynchronousCommit
+    const withRecords = yield* callRecordsEnabled
+    const waitMs = yield* settlementWaitMs
     const queue = yield* Queue.unbounded<Entry>()
     const journal = yield* openSettlementJournal
     /** Pending settlements by platform, in submission order. */
@@ -102,7 +129,7 @@ export class Settlements extends Effect.Service<Settlements>()("gateway/Settleme
     let lastSeq = 0
     let writtenThrough = 0
     /** Completed, and replaced, each time the writer is past a group: what waiters wait for. */
-    let progress = yield* Deferred.make<void>()
+    let progress = Deferred.unsafeMake<void>(FiberId.none)
     /** Ends the writer's linger at once; null when the writer is not lingering. */
     let hurry: (() => void) | null = null
     /** A reader asked for haste while the writer was not lingering: its next group does not wait. */
@@ -138,7 +165,7 @@ export class Settlements extends Effect.Service<Settlements>()("gateway/Settleme
     const debitedWanted = new Map<string, number>()
     const WANTED_MEMORY_MS = 10_000
     const commitInTransaction = makeSettleInTransaction(sql, ledger, wallet, (platformId) =>
-      debitedWanted.set(platformId, Date.now() + WANTED_MEMORY_MS))
+      debitedWanted.set(platformId, Date.now() + WANTED_MEMORY_MS), synchronousCommit, withRecords)
 
     /** Whether a group may try the one statement first. */
     const atOnceFirst = (settlements: ReadonlyArray<Settlement>, now: number) =>
@@ -153,7 +180,7 @@ export class Settlements extends Effect.Service<Settlements>()("gateway/Settleme
         const all = entries.map((entry) => entry.settlement)
         const transaction = Effect.zipLeft(commitInTransaction(all), countGroup("transaction"))
         return atOnceFirst(all, Date.now())
-          ? Effect.flatMap(settleAtOnce(sql, all), (written) => written ? countGroup("statement") : transaction)
+          ? Effect.flatMap(settleAtOnce(sql, all, synchronousCommit, withRecords), (written) => written ? countGroup("statement") : transaction)
           : transaction
       }).pipe(Effect.retry({ while: isRetriable, times: 5 }))
 
@@ -163,6 +190,7 @@ export class Settlements extends Effect.Service<Settlements>()("gateway/Settleme
      */
     const commitThroughOutage = (entries: ReadonlyArray<Entry>): Effect.Effect<ReadonlyArray<Entry>, unknown> =>
       Effect.logWarning("settlement postponed: database unavailable").pipe(
+        Effect.zipRight(Effect.sync(degrade)),
         Effect.zipRight(commit(entries).pipe(Effect.sandbox, Effect.retry({ schedule: OUTAGE_RETRY, while: outageIn }), Effect.unsandbox)),
         Effect.as([]),
         Effect.catchAllCause((last) =>
@@ -213,6 +241,7 @@ export class Settlements extends Effect.Service<Settlements>()("gateway/Settleme
           yield* Effect.zipRight(wait === 0 ? Effect.void : linger(wait), Queue.takeUpTo(queue, GROUP_SIZE - first.length))
         )
       taken = Chunk.unsafeLast(entries).seq
+      const slow = setTimeout(degrade, waitMs)
       const kept = yield* commitGroup([...entries]).pipe(Effect.withSpan("Settlements.commit", {
         captureStackTrace: false, // as every per-call span: no Error built per group
         attributes: { "settlement.count": entries.length },
@@ -224,13 +253,56 @@ export class Settlements extends Effect.Service<Settlements>()("gateway/Settleme
         forget(entry)
         if (entry.segment !== null && !kept.includes(entry)) journal?.release(entry.segment)
       }
+      clearTimeout(slow)
+      degraded = false
+      if (journalFailure !== undefined) {
+        yield* Effect.logError("settlement journal: write failed", journalFailure)
+        journalFailure = undefined
+      }
       // Every entry up to the group's last is written (the queue is taken in order): wake the waiters.
       writtenThrough = Chunk.unsafeLast(entries).seq
-      const done = progress
-      progress = yield* Deferred.make<void>()
-      yield* Deferred.succeed(done, undefined)
+      wakeWaiters()
     }).pipe(Effect.forever)
     yield* Effect.forkScoped(writer)
+
+    /**
+     * Answers do not wait for their settlements while the writer is retrying a group through a
+     * database outage or a group's commit has run past GATEWAY_SETTLEMENT_WAIT: the settlements
+     * stay queued, and journaled from then on (the queued ones at once), and those waiting now
+     * are let go. The writer's next finished group ends it.
+     */
+    let degraded = false
+    const degrade = () => {
+      if (degraded) return
+      degraded = true
+      if (journal !== null) {
+        for (const set of pending.values()) for (const entry of set) if (entry.segment === null) journalFailure ??= journalEntry(entry)
+      }
+      wakeWaiters()
+    }
+    /** The first journal write that failed since the writer last logged one. */
+    let journalFailure: unknown = undefined
+    const journalEntry = (entry: Entry): unknown => {
+      try {
+        entry.segment = journal!.append(entry.settlement)
+        return undefined
+      } catch (error) {
+        return error
+      }
+    }
+    const wakeWaiters = () => {
+      const done = progress
+      progress = Deferred.unsafeMake<void>(FiberId.none)
+      Deferred.unsafeDone(done, Exit.void)
+    }
+
+    /** Waits until the entry with sequence number `seq` is committed, unless answers do not wait (`degraded`). */
+    const awaitCommitted = (seq: number): Effect.Effect<void> =>
+      Effect.suspend(() => {
+        if (writtenThrough >= seq || degraded) return Effect.void
+        hurryWriter() // an answer waits: no point gathering more
+        return Effect.zipRight(Deferred.await(progress), awaitCommitted(seq))
+      })
 
     /** Waits until the writer is past the entry with sequence number `seq`. */
     const awaitWritten = (seq: number): Effect.Effect<void> =>
@@ -260,7 +332,12 @@ export class Settlements extends Effect.Service<Settlements>()("gateway/Settleme
     yield* Effect.addFinalizer(() =>
       drain.pipe(
         Effect.timeoutFail({ duration: drainTimeout, onTimeout: () => "timeout" as const }),
-        Effect.catchAll(() => Effect.logError(`shutdown: ${everything().length} settlements not written`)),
+        Effect.catchAll(() =>
+          Effect.zipRight(
+            Effect.sync(degrade), // journaled for the next start on this disk
+            Effect.logError(`shutdown: ${everything().length} settlements not written`)
+          )
+        ),
         Effect.withClock(Clock.make())
       )
     )
@@ -272,27 +349,32 @@ export class Settlements extends Effect.Service<Settlements>()("gateway/Settleme
       totals.set(key, BigDecimal.sum(totals.get(key) ?? ZERO, amount))
 
     /** Queues a settlement; returns at once. A failed journal write (disk full) is logged, the settlement still queued. */
-    const submit = (settlement: Settlement) =>
+    const submit = (settlement: Settlement) => Effect.suspend(() => enqueue(settlement).logged)
+
+    /**
+     * Queues a settlement and waits until it is committed (group commit with the calls finishing
+     * meanwhile), or until the database is found unreachable: then it stays queued.
+     */
+    const settle = (settlement: Settlement) =>
       Effect.suspend(() => {
-        add(queuedByPlatform, settlement.platformId, settlement.costUsd)
-        if (settlement.endUserId !== null) add(queuedByUser, settlement.endUserId, settlement.costUsd)
-        let segment: Segment | null = null
-        let failure: unknown = undefined
-        if (journal !== null) {
-          try {
-            segment = journal.append(settlement)
-          } catch (error) {
-            failure = error
-          }
-        }
-        const entry: Entry = { settlement, seq: ++lastSeq, segment }
-        const set = pending.get(settlement.platformId) ?? new Set<Entry>()
-        set.add(entry)
-        pending.set(settlement.platformId, set)
-        Queue.unsafeOffer(queue, entry)
-        if (entry.seq - taken >= LOW_LOAD_GROUP) hurry?.() // a group's worth is queued
-        return failure === undefined ? Effect.void : Effect.logError("settlement journal: write failed", failure)
+        const { seq, logged } = enqueue(settlement)
+        return Effect.zipRight(logged, awaitCommitted(seq))
       })
+
+    /** `journaled`: written to the journal whatever the state (settlements replayed from a stopped instance's). */
+    const enqueue = (settlement: Settlement, journaled = false) => {
+      add(queuedByPlatform, settlement.platformId, settlement.costUsd)
+      if (settlement.endUserId !== null) add(queuedByUser, settlement.endUserId, settlement.costUsd)
+      const entry: Entry = { settlement, seq: ++lastSeq, segment: null }
+      // With call records, journaled only while the database is stuck (`degraded`): the call is on record.
+      const failure = (!withRecords || degraded || journaled) && journal !== null ? journalEntry(entry) : undefined
+      const set = pending.get(settlement.platformId) ?? new Set<Entry>()
+      set.add(entry)
+      pending.set(settlement.platformId, set)
+      Queue.unsafeOffer(queue, entry)
+      if (entry.seq - taken >= LOW_LOAD_GROUP) hurry?.() // a group's worth is queued
+      return { seq: entry.seq, logged: failure === undefined ? Effect.void : Effect.logError("settlement journal: write failed", failure) }
+    }
 
     /** This instance's pending settlements of a platform (they may commit at any moment). */
     const pendingOf = (platformId: string): ReadonlyArray<Settlement> =>
@@ -329,13 +411,13 @@ export class Settlements extends Effect.Service<Settlements>()("gateway/Settleme
     if (journal !== null) {
       const { files, foreign, settlements } = journal.leftovers
       if (settlements.length > 0) yield* Effect.logWarning(`settlement journal: ${settlements.length} settlements of a stopped instance queued again`)
-      for (const settlement of settlements) yield* submit(settlement)
+      for (const settlement of settlements) yield* enqueue(settlement, true).logged
       journal.dropLeftovers()
       if (foreign.length > 0) yield* Effect.logWarning(`settlement journal: ${foreign.length} files of another database left alone: ${foreign.join(", ")}`)
       if (files.length > 0) yield* Effect.logInfo(`settlement journal: ${files.length} files of stopped instances read`)
     }
 
-    return { submit, pendingOf, submitted, awaitPlatform, awaitEverything } as const
+    return { submit, settle, pendingOf, submitted, awaitPlatform, awaitEverything } as const
   })
 }) {
   /**
@@ -348,6 +430,7 @@ export class Settlements extends Effect.Service<Settlements>()("gateway/Settleme
         recorded.filter(filter).reduce((sum, s) => BigDecimal.sum(sum, s.costUsd), ZERO)
       return Settlements.make({
         submit: (settlement) => Effect.sync(() => void recorded.push(settlement)),
+        settle: (settlement) => Effect.sync(() => void recorded.push(settlement)),
         pendingOf: () => [],
         submitted: (platformId, endUserId) => ({
           wallet: total((s) => s.platformId === platformId),

@@ -16,6 +16,7 @@ import { ProviderKeys } from "../tenancy/ProviderKeys.js"
 import { BudgetLedger } from "../ledger/BudgetLedger.js"
 import { preflightRejections, taggedBy } from "../platform/Metrics.js"
 import { type Candidate, orderCandidates, ProviderRouter } from "./ProviderRouter.js"
+import { CallRecords, type TrackedCall } from "../ledger/CallRecords.js"
 import { Settlements, unsettled } from "../ledger/Settlements.js"
 import {
   type Admitted,
@@ -53,8 +54,11 @@ export const upstreamTimeoutMs = durationMsConfig("GATEWAY_UPSTREAM_TIMEOUT", 60
 
 const rejectionsBy = taggedBy(preflightRejections, "code")
 
+/** The log row's message for a call its instance never settled (CallRecords). */
+const INSTANCE_STOPPED = "the instance serving the call stopped before it ended; billed for its prompt"
+
 export class Inference extends Effect.Service<Inference>()("gateway/Inference", {
-  dependencies: [AdmissionCache.Default, BudgetLedger.Default, ProviderKeys.Default, ProviderRouter.Default, RateLimiter.layerFromConfig, Settlements.Default, UpstreamAdapters.layer],
+  dependencies: [AdmissionCache.Default, BudgetLedger.Default, CallRecords.Default, ProviderKeys.Default, ProviderRouter.Default, RateLimiter.layerFromConfig, Settlements.Default, UpstreamAdapters.layer],
   effect: Effect.gen(function*() {
     const sql = yield* PgClient.PgClient
     const router = yield* ProviderRouter
@@ -63,6 +67,7 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
     const adapters = yield* UpstreamAdapters
     const keys = yield* ProviderKeys
     const settlements = yield* Settlements
+    const records = yield* CallRecords
     const admissionCache = yield* AdmissionCache
     const attemptTimeoutMs = yield* upstreamTimeoutMs
     // Characters of message text one request may carry (contents, tool-call names and
@@ -179,17 +184,33 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
 
     const noParent = Effect.succeed(Option.none<Tracer.Span>())
 
-    /** Queues the call's settlement (log row, budget debit, wallet debit); never interrupted half-way. */
-    const settle = (admitted: Admitted, outcome: Outcome) =>
+    /**
+     * A call that starts, followed by CallRecords: what it comes to if its instance dies before
+     * settling it is its prompt estimate on the first candidate, no completion.
+     */
+    const track = (id: string, admitted: Admitted) =>
+      records.track(id, () => {
+        const candidate = admitted.candidates[0]!
+        const usage = estimatedUsage(admitted, 0)
+        const cut: Outcome = { candidate, usage, method: "estimated", status: "interrupted", errorMessage: INSTANCE_STOPPED }
+        return settlementOf(id, admitted, cut, costOf(candidate, usage), new Date(clock.unsafeCurrentTimeMillis()), Option.none())
+      })
+
+    /**
+     * Settles the call (log row, budget debit, wallet debit): on record before the answer ends
+     * (CallRecords), then queued for the grouped writer; never interrupted half-way.
+     */
+    const settle = (call: TrackedCall, id: string, admitted: Admitted, outcome: Outcome) =>
       Effect.suspend(() => {
         const caller = admitted.caller
         const cost = costOf(outcome.candidate, outcome.usage)
         const now = new Date(clock.unsafeCurrentTimeMillis())
         recordMetrics(admitted, outcome, cost, now.getTime() - admitted.startedAt)
         // The span carries the settlement's attributes, and the writes join its trace. The
-        // writes are queued (Settlements): the answer does not wait for them.
+        // answer ends once they are committed (Settlements.settle: group commit).
         return Effect.flatMap(tracing ? annotateSettlement(admitted, outcome, cost) : noParent, (parent) => {
-          const queued = settlements.submit(settlementOf(randomUUID(), admitted, outcome, cost, now, parent))
+          const settlement = settlementOf(id, admitted, outcome, cost, now, parent)
+          const queued = Effect.zipRight(call.settled(settlement), settlements.submit(settlement))
           return caller._tag === "EndUserKey"
             ? Effect.zipRight(queued, limiter.settle(caller.endUserId, admitted.limits, admitted.promptEstimate, outcome.usage.total_tokens))
             : queued
@@ -218,17 +239,19 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
       }))
 
     const answerAndSettle = Effect.fnUntraced(function*(admitted: Admitted) {
+      const id = randomUUID()
+      const call = track(id, admitted)
       const { value, candidate } = yield* router.route(
         admitted.candidates,
         (c) => Effect.flatMap(callFor(admitted, c), adapters.get(c.kind).complete)
-      )
+      ).pipe(Effect.tapErrorCause(() => Effect.sync(call.dropped)))
       if (usageInBounds(value.usage)) {
-        yield* settle(admitted, { candidate, usage: value.usage, method: "reported", status: "success", errorMessage: null })
+        yield* settle(call, id, admitted, { candidate, usage: value.usage, method: "reported", status: "success", errorMessage: null })
         return { ...value, id: admitted.requestId, model: admitted.request.model }
       }
       // The answer carries the usage it was billed for.
       const usage = estimatedUsage(admitted, yield* countTextTokensYielding(answerText(value)))
-      yield* settle(admitted, { candidate, usage, method: "estimated", status: "success", errorMessage: UNTRUSTED_USAGE, reportedUsage: value.usage })
+      yield* settle(call, id, admitted, { candidate, usage, method: "estimated", status: "success", errorMessage: UNTRUSTED_USAGE, reportedUsage: value.usage })
       return { ...value, id: admitted.requestId, model: admitted.request.model, usage }
     })
 
@@ -248,8 +271,10 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
      */
     const stream = Effect.fnUntraced(function*(admitted: Admitted) {
       const tally = streamTally(admitted)
+      const id = randomUUID()
+      const call = track(id, admitted)
       /** What the stream carried so far, settled on the candidate that served it. */
-      const settleStream = (candidate: Candidate) => Effect.suspend(() => settle(admitted, tally.outcome(candidate)))
+      const settleStream = (candidate: Candidate) => Effect.suspend(() => settle(call, id, admitted, tally.outcome(candidate)))
       // The attempt in flight: a client that leaves before the first byte, once the request
       // went upstream, is settled as one that leaves mid-stream (interrupted: its prompt, no
       // completion tokens), since the provider has the prompt either way.
@@ -270,7 +295,10 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
               Effect.tapError(() => Effect.sync(() => (inFlight = undefined)))
             )
           })
-      ).pipe(Effect.onInterrupt(() => inFlight === undefined ? Effect.void : settleStream(inFlight)))
+      ).pipe(
+        Effect.onInterrupt(() => inFlight === undefined ? Effect.sync(call.dropped) : settleStream(inFlight)),
+        Effect.tapError(() => Effect.sync(call.dropped))
+      )
       const body = chunks.pipe(
         // The drop was noted (and settled) by `ended`, which runs before this handler.
         Stream.catchAll((error) => {

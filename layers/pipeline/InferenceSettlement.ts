@@ -162,6 +162,7 @@ export const settlementOf = (
         : { request_id: admitted.requestId, stream: admitted.request.stream === true, reported_usage: outcome.reportedUsage }
     },
     details: {
+      log_id: id,
       request_id: admitted.requestId,
       model: admitted.request.model,
       provider: outcome.candidate.providerSlug,

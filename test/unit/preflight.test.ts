@@ -11,6 +11,7 @@ import type { PlatformSettings } from "../../schemas/Platforms.js"
 import type { EndUserPrincipal, PlatformPrincipal } from "../../layers/access/KeyAuth.js"
 import { BudgetLedger, type BudgetRow } from "../../layers/ledger/BudgetLedger.js"
 import type { Settlement } from "../../layers/ledger/Settlement.js"
+import { CallRecords } from "../../layers/ledger/CallRecords.js"
 import { Settlements } from "../../layers/ledger/Settlements.js"
 import { dec } from "../../layers/lib/Money.js"
 import { stubService } from "../../layers/lib/Stubs.js"
@@ -138,6 +139,7 @@ const worldOf = (world: World) => {
     Layer.provide(Layer.mergeAll(
       AdmissionCache.test(() => world.snapshot),
       Settlements.test(seen.settled),
+      CallRecords.test(),
       limiter,
       upstream,
       ledger,

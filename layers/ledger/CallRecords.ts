@@ -1,0 +1,233 @@
+// Call records (GATEWAY_CALL_RECORDS): a call's settlement is on record in Postgres (`call_records`) before its answer
+// ends, so a call whose answer reached its client is billed even if its instance and its disk
+// vanish the moment after. A call still running after GATEWAY_CALL_RECORD_AFTER is on record
+// too, with what it comes to if it is cut (its prompt estimate, no completion: `interrupted`);
+// its final settlement replaces that row. Records are written in groups with the calls ending
+// meanwhile (group commit), and deleted by the statement that applies their settlements
+// (Settlements). An instance holds a Postgres advisory lock for as long as it lives (a session's
+// lock goes when its connection does, so a dead instance is seen at once, without heartbeats or
+// clocks); every instance sweeps the records of instances whose lock is free and applies them.
+// Settlements are idempotent by id (the log row's), so a record applied twice applies once.
+import { PgClient } from "@effect/sql-pg"
+import { Deferred, Effect, Exit, FiberId, Layer, Schedule } from "effect"
+import { randomUUID } from "node:crypto"
+import { durationMsConfig } from "../lib/ConfigValues.js"
+import { isDatabaseOutage } from "../lib/SqlErrors.js"
+import { type Settlement, settlementFromJson, settlementJson } from "./Settlement.js"
+import { callRecordsEnabled, settlementSynchronousCommit, Settlements, settlementWaitMs } from "./Settlements.js"
+
+/** The advisory lock space of instance liveness (an int4; the second key is the instance id's hash). */
+export const LIVENESS_LOCK_SPACE = 72_133_812
+
+/** GATEWAY_CALL_SWEEP: how often an instance looks for the calls of dead instances (also once at start). */
+export const callSweepMs = durationMsConfig("GATEWAY_CALL_SWEEP", 10_000, 1)
+
+/**
+ * GATEWAY_CALL_RECORD_AFTER: a call still running this long is put on record with what it comes
+ * to if cut (0: every call, as it starts). Shorter calls are on record only with their final
+ * settlement: a crash in their first moments loses them (their clients received nothing).
+ */
+export const callRecordAfterMs = durationMsConfig("GATEWAY_CALL_RECORD_AFTER", 250, 0)
+
+/** A call in flight, as CallRecords follows it. */
+export interface TrackedCall {
+  /** The call is settled: `settlement` goes on record (replacing its cut), waited for before the answer ends. */
+  readonly settled: (settlement: Settlement) => Effect.Effect<void>
+  /** The call ended without a settlement (it never reached an upstream): its record, if any, goes. */
+  readonly dropped: () => void
+}
+
+/** A write of the records that failed for a reason other than an outage: retried as an outage is. */
+const RETRY = Schedule.exponential("100 millis").pipe(Schedule.union(Schedule.spaced("5 seconds")))
+
+/** A call followed by nothing (call records off, tests). */
+const UNTRACKED: TrackedCall = { settled: () => Effect.void, dropped: () => undefined }
+
+export class CallRecords extends Effect.Service<CallRecords>()("gateway/CallRecords", {
+  dependencies: [Settlements.Default],
+  scoped: Effect.gen(function*() {
+    const sql = yield* PgClient.PgClient
+    const settlements = yield* Settlements
+    const synchronousCommit = yield* settlementSynchronousCommit
+    const sweepMs = yield* callSweepMs
+    const recordAfterMs = yield* callRecordAfterMs
+    const waitMs = yield* settlementWaitMs
+    // Off, this instance records nothing; it still settles the records of dead instances.
+    const enabled = yield* callRecordsEnabled
+    const instanceId = randomUUID()
+
+    // Liveness: a session lock on a connection of its own, taken before any record is written.
+    // A lost connection (Postgres restarted) loses the lock: it is checked every sweep and taken
+    // again on a new connection.
+    const locked = yield* Deferred.make<void>()
+    const holdLiveness = Effect.scoped(Effect.gen(function*() {
+      const connection = yield* sql.reserve
+      yield* connection.executeRaw(`SELECT pg_advisory_lock(${LIVENESS_LOCK_SPACE}, hashtext($1))`, [instanceId])
+      yield* Effect.addFinalizer(() => connection.executeRaw("SELECT pg_advisory_unlock_all()", []).pipe(Effect.ignore))
+      yield* Deferred.succeed(locked, undefined)
+      return yield* connection.executeRaw("SELECT 1", []).pipe(Effect.delay(sweepMs), Effect.forever)
+    })).pipe(
+      Effect.tapErrorCause((cause) => Effect.logWarning("call records: liveness lock lost; taking it again", cause)),
+      Effect.retry(Schedule.spaced("1 second"))
+    )
+    if (enabled) {
+      yield* Effect.forkScoped(holdLiveness)
+      yield* Deferred.await(locked).pipe(Effect.timeout("30 seconds"), Effect.orDie)
+    }
+
+    /** Records to write (by id: a final settlement replaces its cut) and to delete with the next group. */
+    const opens = new Map<string, Settlement>()
+    const closes = new Set<string>()
+    let lastSeq = 0
+    let writtenThrough = 0
+    /**
+     * Answers do not wait for their records while a write is failing (database unreachable), runs
+     * past GATEWAY_SETTLEMENT_WAIT (a lock), or the service is closing (calls cut by a shutdown
+     * settle after it): their settlements still go to the writer (and its journal).
+     */
+    let failing = false
+    let closing = false
+    const stopWaiting = () => {
+      if (failing) return
+      failing = true
+      wakeWaiters()
+    }
+    let progress = Deferred.unsafeMake<void>(FiberId.none)
+    let work = Deferred.unsafeMake<void>(FiberId.none)
+    const wakeWaiters = () => {
+      const done = progress
+      progress = Deferred.unsafeMake<void>(FiberId.none)
+      Deferred.unsafeDone(done, Exit.void)
+    }
+
+    const write = (inserts: ReadonlyArray<Settlement>, deletes: ReadonlyArray<string>) => {
+      const rows = `[${inserts.map(settlementJson).join(",")}]`
+      const gone = JSON.stringify(deletes)
+      return sql`WITH config AS (SELECT set_config('synchronous_commit', ${synchronousCommit ? "on" : "off"}, true)),
+        inserted AS (
+          INSERT INTO call_records (id, instance_id, settlement)
+          SELECT (r->>'id')::uuid, ${instanceId}, r FROM jsonb_array_elements(${rows}::jsonb) AS r
+          ON CONFLICT (id) DO UPDATE SET settlement = EXCLUDED.settlement
+        ),
+        deleted AS (DELETE FROM call_records WHERE id IN (SELECT jsonb_array_elements_text(${gone}::jsonb)::uuid))
+        SELECT count(*) FROM config`
+    }
+
+    /** One writer: what was opened and closed since its last write, in one statement. */
+    const writer = Effect.gen(function*() {
+      yield* Deferred.await(work)
+      work = Deferred.unsafeMake<void>(FiberId.none)
+      const seq = lastSeq
+      const inserts = [...opens.values()]
+      const deletes = [...closes]
+      opens.clear()
+      closes.clear()
+      const slow = setTimeout(stopWaiting, waitMs)
+      yield* write(inserts, deletes).pipe(
+        Effect.tapError((e) =>
+          Effect.suspend(() => {
+            stopWaiting()
+            return isDatabaseOutage(e) ? Effect.void : Effect.logError("call records: write failed", e)
+          })
+        ),
+        Effect.retry(RETRY)
+      )
+      clearTimeout(slow)
+      failing = closing
+      writtenThrough = seq
+      wakeWaiters()
+    }).pipe(Effect.forever)
+    if (enabled) yield* Effect.forkScoped(writer)
+
+    const awaitWritten = (seq: number): Effect.Effect<void> =>
+      Effect.suspend(() =>
+        writtenThrough >= seq || failing ? Effect.void : Effect.zipRight(Deferred.await(progress), awaitWritten(seq))
+      )
+
+    /** Puts a settlement on record; returns what waits until it is written. */
+    const put = (settlement: Settlement): Effect.Effect<void> => {
+      opens.set(settlement.id, settlement)
+      closes.delete(settlement.id)
+      const seq = ++lastSeq
+      Deferred.unsafeDone(work, Exit.void)
+      return awaitWritten(seq)
+    }
+
+    const remove = (id: string): void => {
+      if (opens.delete(id)) return // never written
+      closes.add(id)
+      Deferred.unsafeDone(work, Exit.void)
+    }
+
+    /**
+     * Follows a call that starts (its settlement will have id `id`): past GATEWAY_CALL_RECORD_AFTER
+     * it goes on record with `cut()`, what it comes to if it is cut.
+     */
+    const track = (id: string, cut: () => Settlement): TrackedCall => {
+      if (!enabled) return UNTRACKED
+      let recorded = false
+      const putCut = () => {
+        recorded = true
+        put(cut())
+      }
+      const timer = recordAfterMs === 0 ? (putCut(), undefined) : setTimeout(putCut, recordAfterMs)
+      return {
+        settled: (settlement) => {
+          clearTimeout(timer)
+          return put(settlement)
+        },
+        dropped: () => {
+          clearTimeout(timer)
+          if (recorded) remove(id)
+        }
+      }
+    }
+
+    /** Settles the records of one dead instance, if its lock is free (it is dead) and no other sweeper has it. */
+    const sweepInstance = (dead: string) =>
+      Effect.gen(function*() {
+        const [lock] = yield* sql<{ readonly free: boolean }>`SELECT pg_try_advisory_xact_lock(${LIVENESS_LOCK_SPACE}, hashtext(${dead})) AS free`
+        if (lock?.free !== true) return 0
+        const rows = yield* sql<{ readonly id: string; readonly settlement: string }>`
+          SELECT id::text AS id, settlement::text AS settlement FROM call_records WHERE instance_id = ${dead}`
+        for (const row of rows) {
+          const settlement = settlementFromJson(row.settlement)
+          if (settlement !== null) yield* settlements.settle(settlement)
+        }
+        yield* sql`DELETE FROM call_records WHERE instance_id = ${dead}`
+        return rows.length
+      }).pipe(sql.withTransaction)
+
+    const sweep = Effect.gen(function*() {
+      const instances = yield* sql<{ readonly instance_id: string }>`
+        SELECT DISTINCT instance_id::text AS instance_id FROM call_records WHERE instance_id <> ${instanceId}`
+      for (const { instance_id } of instances) {
+        const settled = yield* sweepInstance(instance_id)
+        if (settled > 0) yield* Effect.logWarning(`call records: ${settled} calls of a stopped instance settled from their records`)
+      }
+    }).pipe(Effect.catchAllCause((cause) => Effect.logWarning("call records: sweep failed", cause)))
+    yield* Effect.forkScoped(sweep.pipe(Effect.zipRight(Effect.sleep(sweepMs)), Effect.forever))
+
+    // A clean stop settles its calls first (the listeners drain before services close); calls cut
+    // by its deadline settle a moment later, without waiting for their records. What is queued
+    // goes with one last write.
+    yield* Effect.addFinalizer(() =>
+      Effect.suspend(() => {
+        closing = true
+        stopWaiting()
+        return opens.size + closes.size === 0 ? Effect.void : write([...opens.values()], [...closes])
+      }).pipe(Effect.ignore)
+    )
+
+    return { track } as const
+  })
+}) {
+  /** Tests: records nothing; `recorded` collects the settlements put on record. */
+  static readonly test = (recorded: Array<Settlement> = []): Layer.Layer<CallRecords> =>
+    Layer.succeed(CallRecords, CallRecords.make({
+      track: () => ({
+        settled: (settlement) => Effect.sync(() => void recorded.push(settlement)),
+        dropped: () => undefined
+      })
+    }))
+}
