@@ -69,10 +69,27 @@ export class PlatformWallet extends Effect.Service<PlatformWallet>()("gateway/Pl
           FROM d CROSS JOIN w ORDER BY d.i`.pipe(Effect.asVoid)
       })
 
-    /** One settlement's debit (tool calls, capability runs): runs in the caller's transaction; may go below zero. */
+    /** One settlement's debit (capability runs): runs in the caller's transaction; may go below zero. */
     const debit = (platformId: string, amount: BigDecimal.BigDecimal, metadata: Record<string, unknown>) =>
       debitMany(platformId, [{ amount, metadata }])
 
-    return { get, topup, debit, debitMany } as const
+    /**
+     * A debit only if the balance covers it, with its wallet ledger row, in ONE statement (in
+     * the caller's transaction): the UPDATE locks the row and re-reads the balance after any
+     * concurrent change commits, so concurrent debits never take it below zero. False: refused
+     * (not enough, or no wallet), nothing written.
+     */
+    const debitIfCovered = (platformId: string, amount: BigDecimal.BigDecimal, metadata: Record<string, unknown>) =>
+      sql<{ readonly balance_usd: string }>`WITH w AS (
+          UPDATE platform_wallets SET balance_usd = balance_usd - ${sqlDec(amount)}::numeric, updated_at = now()
+          WHERE platform_id = ${platformId} AND balance_usd >= ${sqlDec(amount)}::numeric
+          RETURNING balance_usd),
+        t AS (
+          INSERT INTO platform_wallet_transactions (platform_id, type, amount_usd, balance_before, balance_after, reason, metadata)
+          SELECT ${platformId}, 'debit', ${sqlDec(amount)}, w.balance_usd + ${sqlDec(amount)}::numeric, w.balance_usd, NULL, ${sql.json(metadata)}
+          FROM w)
+        SELECT balance_usd::text FROM w`.pipe(Effect.map((rows) => rows.length > 0))
+
+    return { get, topup, debit, debitIfCovered, debitMany } as const
   })
 }) {}
