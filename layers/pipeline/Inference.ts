@@ -1,5 +1,6 @@
 // Inference: the one pipeline behind chat completions. The five pre-flight checks (Preflight) run
-// in the spec's order as a typed error channel (none reaches the upstream), then routing with failover,
+// in the spec's order as a typed error channel (none reaches the upstream); a later turn of one
+// request (the hybrid loop) passes checks 2 to 5 again (admitTurn). Then routing with failover,
 // then settlement (budget debit row, platform wallet debit, inference log; InferenceSettlement),
 // queued for the grouped writer in Settlements. A stream's tally is InferenceStream.
 import { PgClient } from "@effect/sql-pg"
@@ -161,7 +162,7 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
       const maxTokens = yield* step("preflight.model", () => checkModel(caller, request, snapshot.candidates, chars, requestType, maxPromptChars))
       // A small prompt is counted at once, as part of this step; a large one in slices.
       const promptEstimate = chars <= SLICE_CHARS ? countPromptTokens(request.messages) : yield* estimateLargePrompt(caller, snapshot, request)
-      const paid = yield* paidChecks(caller, snapshot, promptEstimate, maxTokens)
+      const spend = yield* spendChecks(caller, snapshot, promptEstimate, maxTokens)
       const admitted: Admitted = {
         requestId: objectId(requestType === "response" ? "resp_" : "chatcmpl-"),
         requestType,
@@ -169,14 +170,14 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
         request,
         candidates: orderCandidates(snapshot.candidates),
         promptEstimate,
-        ...paid,
+        ...spend,
         startedAt
       }
       return admitted
     })
 
-    /** Checks 2 to 5 on a snapshot: what settlement needs of them. */
-    const paidChecks = Effect.fnUntraced(function*(caller: Caller, snapshot: AdmissionSnapshot, promptEstimate: number, maxTokens: number | undefined) {
+    /** Checks 2 to 5 (what the call may spend: rate, suspension, budget, wallet) on a snapshot; gives what settlement needs of them. */
+    const spendChecks = Effect.fnUntraced(function*(caller: Caller, snapshot: AdmissionSnapshot, promptEstimate: number, maxTokens: number | undefined) {
       const { limits, rateLimit } = yield* step("preflight.rate_limit", () => checkRateLimit(caller, snapshot, promptEstimate, limiter))
       const live = yield* step("preflight.suspension", () => checkSuspension(caller, snapshot, clock.unsafeCurrentTimeMillis(), liveBudget))
       yield* step("preflight.budget", () => checkBudget(live?.is_active === true ? live : null, snapshot))
@@ -201,8 +202,8 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
       const promptEstimate = promptChars(request.messages) <= SLICE_CHARS
         ? countPromptTokens(request.messages)
         : yield* estimateLargePrompt(caller, snapshot, request)
-      const paid = yield* paidChecks(caller, snapshot, promptEstimate, request.max_tokens ?? request.max_completion_tokens)
-      const admitted: Admitted = { ...previous, request, promptEstimate, ...paid, startedAt }
+      const spend = yield* spendChecks(caller, snapshot, promptEstimate, request.max_tokens ?? request.max_completion_tokens)
+      const admitted: Admitted = { ...previous, request, promptEstimate, ...spend, startedAt }
       return admitted
     })
     const admitTurn = (previous: Admitted, request: ChatRequest): Effect.Effect<Admitted, RateLimitExceeded | PaymentRequired> =>

@@ -114,7 +114,7 @@ export const makeHostedTools = (deps: {
     return { byName, chatTools, servers }
   })
 
-  /** Runs one hosted call (metered by ToolHost); app errors become a failed mcp_call item. */
+  /** Runs one hosted call (metered by ToolHost); app errors and refused paid calls become a failed mcp_call item. */
   const runHostedCall = Effect.fnUntraced(function*(target: HostedTarget, call: ToolCall) {
     let args: unknown
     try {
