@@ -40,12 +40,14 @@ export interface CallOutcome {
 
 /**
  * A call's charge, taken before it runs: within the free tier; paid, with the log row that
- * records it; or refused by checks 3 to 5 (nothing written).
+ * records it; refused by checks 3 to 5; or not taken, the database failing (nothing written
+ * in either case: the call does not run).
  */
 export type Charge =
   | { readonly _tag: "Free" }
   | { readonly _tag: "Paid"; readonly logId: string }
   | { readonly _tag: "Refused"; readonly refusal: PaymentRequired }
+  | { readonly _tag: "Unavailable" }
 
 const FREE: Charge = { _tag: "Free" }
 
@@ -138,7 +140,8 @@ export const makeMetering = Effect.gen(function*() {
         sql.withTransaction,
         Effect.retry({ while: isQueryCanceled, times: 3 }),
         Effect.catchTag("PaymentRequired", (refusal) => Effect.succeed<Charge>({ _tag: "Refused", refusal })),
-        Effect.orDie
+        // A call that cannot be metered does not run: it would be unpaid, or unchecked.
+        Effect.catchAllCause((cause) => Effect.logError("tool call metering failed", cause).pipe(Effect.as<Charge>({ _tag: "Unavailable" })))
       )
     }).pipe(
       Effect.uninterruptible,

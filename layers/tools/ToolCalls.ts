@@ -64,6 +64,7 @@ export const makeToolCalls = ({ accessTokens, activations, connections, metering
       // Counted, and past the free tier paid, before it reaches the provider.
       const charged = yield* metering.charge(principal, { appSlug: app.slug, tool: tool.name })
       if (charged._tag === "Refused") return refused(charged.refusal)
+      if (charged._tag === "Unavailable") return text(`The ${slug} tool ${tool.name} could not be metered and did not run; nothing was charged`, true)
       const started = yield* Clock.currentTimeMillis
       const outcome = yield* tool.run({ apiUrl: urlsOf(app).apiUrl, accessToken: token.right.value }, args).pipe(
         Effect.catchAllDefect((defect) =>
