@@ -1,6 +1,7 @@
 // The hybrid tool loop of /v1/responses with the official SDK: tool-app calls run inline (mcp_call
 // items, one `response` log row per turn, metered `mcp_tool` rows), a function tool returns at
-// once, the 10-iteration cap, streamed mcp events, and reconciliation against the wallet.
+// once, the 10-iteration cap, streamed mcp events, reconciliation against the wallet, and
+// checks 2-5 on every turn (a refused turn ends the response incomplete with the refusal's code).
 import { createServer, type Server } from "node:http"
 import OpenAI from "openai"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
