@@ -13,6 +13,7 @@ import webhookTraceContext from "./0010_webhook_trace_context.js"
 import databaseIdentity from "./0011_database_identity.js"
 import settleAtOnce from "./0012_settle_at_once.js"
 import webhookFairDispatch from "./0015_webhook_fair_dispatch.js"
+import ledgerBackfillOrder from "./0016_ledger_backfill_order.js"
 import mcpSessions from "./0017_mcp_sessions.js"
 
 export const migrations = Migrator.fromRecord({
@@ -29,5 +30,6 @@ export const migrations = Migrator.fromRecord({
   "0011_database_identity": databaseIdentity,
   "0012_settle_at_once": settleAtOnce,
   "0015_webhook_fair_dispatch": webhookFairDispatch,
+  "0016_ledger_backfill_order": ledgerBackfillOrder,
   "0017_mcp_sessions": mcpSessions
 })

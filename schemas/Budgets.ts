@@ -1,6 +1,6 @@
 // The USD budget record (one per end user) as the API shows it.
 import { Schema } from "effect"
-import { DateInput, JsonObject, LimitParam, NonNegativeMoney, PageParam, PositiveMoney, Text, Timestamp, Usd } from "./Common.js"
+import { BackfillList, BackfillParams, JsonObject, LimitParam, NonNegativeMoney, PageParam, PositiveMoney, RowCursor, Text, Timestamp, Usd } from "./Common.js"
 
 export const BudgetPeriod = Schema.Literal("one_time", "daily", "monthly")
 export type BudgetPeriod = typeof BudgetPeriod.Type
@@ -101,11 +101,11 @@ export type LedgerEntryResponse = typeof LedgerEntryResponse.Type
 export const BudgetUpdated = Schema.Struct({ ...Budget.fields, idempotent_replay: Schema.Boolean })
 export type BudgetUpdated = typeof BudgetUpdated.Type
 
-export const TransactionsParams = Schema.Struct({
-  since: Schema.optional(DateInput),
-  limit: Schema.optionalWith(Schema.NumberFromString.pipe(Schema.int(), Schema.between(1, 200)), { default: () => 50 })
-})
-export const TransactionsList = Schema.Struct({ data: Schema.Array(BudgetTransaction), limit: Schema.Int })
+export const TransactionsParams = BackfillParams
+/** A ledger row in a listing: the row plus its cursor. */
+export const ListedBudgetTransaction = Schema.Struct({ ...BudgetTransaction.fields, cursor: RowCursor })
+export type ListedBudgetTransaction = typeof ListedBudgetTransaction.Type
+export const TransactionsList = BackfillList(ListedBudgetTransaction)
 
 const BooleanParam = Schema.transformLiterals(["true", true], ["false", false])
 export const ListBudgetsParams = Schema.Struct({

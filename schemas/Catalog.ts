@@ -1,7 +1,7 @@
 // Providers, models and their provider configurations (operator plane), platform provider keys,
 // the platform wallet, and the OpenAI-shaped model list.
 import { BigDecimal, Schema } from "effect"
-import { Int4, INT4_MAX, NonNegativeMoney, PositiveMoney, strict, Text, Timestamp, Usd } from "./Common.js"
+import { BackfillList, Int4, INT4_MAX, JsonObject, NonNegativeMoney, PositiveMoney, RowCursor, strict, Text, Timestamp, Usd } from "./Common.js"
 
 export const ProviderKind = Schema.Literal("openai", "openai-responses", "anthropic", "mock")
 const Slug = Schema.String.pipe(Schema.pattern(/^[a-z0-9][a-z0-9._-]{0,99}$/))
@@ -74,6 +74,23 @@ export const ProviderKey = Schema.Struct({
 })
 
 export const PlatformWallet = Schema.Struct({ balance_usd: Usd, updated_at: Timestamp })
+
+/** A platform wallet ledger row: a topup, or the debit of one settled call, tool call or capability run. */
+export const PlatformWalletTransaction = Schema.Struct({
+  id: Schema.String,
+  type: Schema.Literal("topup", "debit"),
+  amount_usd: Usd,
+  balance_before_usd: Usd,
+  balance_after_usd: Usd,
+  reason: Schema.NullOr(Schema.String),
+  log_id: Schema.NullOr(Schema.String).annotations({ description: "The inference log entry of the call this debit paid for" }),
+  request_id: Schema.NullOr(Schema.String).annotations({ description: "The paid call's request id (debits of model calls)" }),
+  metadata: JsonObject,
+  created_at: Timestamp,
+  cursor: RowCursor
+})
+export type PlatformWalletTransaction = typeof PlatformWalletTransaction.Type
+export const PlatformWalletTransactions = BackfillList(PlatformWalletTransaction)
 
 export const WalletTopup = Schema.Struct({
   amount_usd: PositiveMoney,

@@ -2,6 +2,7 @@
 // storable text and JSON objects.
 import { BigDecimal, ParseResult, Schema } from "effect"
 import { MONEY_MAX_INTEGER_DIGITS, MONEY_MAX_SCALE, moneyFromNumber, parseMoney } from "../layers/lib/Money.js"
+import { decodeCursor, encodeCursor, type LedgerPosition } from "../layers/lib/LedgerCursor.js"
 import { findUnstorable, isStorableText } from "../layers/lib/StorableText.js"
 
 /** The most pages a list walks (its offset stays far inside Postgres' bigint). */
@@ -97,3 +98,48 @@ export const strict = { parseOptions: { onExcessProperty: "error" } } as const
 
 /** Path ids are plain strings: a malformed id is simply "not found". */
 export const PathId = Schema.String
+
+/** Query `after`: a ledger cursor (a row's `cursor`, or a list's `next_cursor`), opaque to clients. */
+export const LedgerCursor = Schema.transformOrFail(
+  Schema.String,
+  Schema.Struct({ xid: Schema.String, seq: Schema.String }),
+  {
+    strict: true,
+    decode: (text, _, ast) => {
+      const position = decodeCursor(text)
+      return position === undefined
+        ? ParseResult.fail(new ParseResult.Type(ast, text, "must be a cursor returned by this list (next_cursor or a row's cursor)"))
+        : ParseResult.succeed(position)
+    },
+    encode: (position: LedgerPosition) => ParseResult.succeed(encodeCursor(position))
+  }
+).annotations({
+  identifier: "LedgerCursor",
+  description: "An opaque position in the list's backfill order: rows strictly after it are returned"
+})
+
+/**
+ * The query of a ledger listing in backfill order (spec "Budgets", GET /transactions): `since`
+ * (rows created strictly after it), `after` (rows strictly after that cursor; the exact resume
+ * point), `limit` (1-200, default 50).
+ */
+export const BackfillParams = Schema.Struct({
+  since: Schema.optional(DateInput.annotations({
+    description: "Rows created strictly after this time (ISO 8601). A starting point: to continue, pass next_cursor as `after`"
+  })),
+  after: Schema.optional(LedgerCursor),
+  limit: Schema.optionalWith(Schema.NumberFromString.pipe(Schema.int(), Schema.between(1, 200)), { default: () => 50 })
+})
+
+/** A ledger row's own cursor: resuming `after` it returns the rows that follow it. */
+export const RowCursor = Schema.String.annotations({ description: "This row's position; pass it as `after` to resume behind it" })
+
+/** `{ data, limit, next_cursor }`: a ledger page in backfill order. */
+export const BackfillList = <A, I, R>(item: Schema.Schema<A, I, R>) =>
+  Schema.Struct({
+    data: Schema.Array(item),
+    limit: Schema.Int,
+    next_cursor: Schema.NullOr(Schema.String).annotations({
+      description: "Pass as `after` to read the rows that follow this page (null: no row yet and no `after` given)"
+    })
+  })

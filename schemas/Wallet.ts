@@ -1,7 +1,7 @@
 // Display wallet (product units) wire shapes: the platform-side wallet view and operations, and
 // the end user's /v1/me/budget.
 import { Schema } from "effect"
-import { Money, NonNegativeMoney, PositiveMoney, Text, Timestamp } from "./Common.js"
+import { BackfillList, JsonObject, Money, NonNegativeMoney, PositiveMoney, RowCursor, Text, Timestamp } from "./Common.js"
 
 /** Display amounts in answers (JSON numbers); requests take Money, exact and bounded. */
 const Amount = Schema.BigDecimalFromNumber
@@ -87,3 +87,27 @@ export const MyBudget = Schema.Struct({
   period_start: Timestamp
 })
 export type MyBudget = typeof MyBudget.Type
+
+/**
+ * A display-ledger audit row: `opening` (initialised), `topup` (max_display raised, or moved by
+ * an overwrite), `adjustment` (POST /adjust, and the `wallet_disabled` row of DELETE, after which
+ * max_display is null).
+ */
+export const DisplayTransaction = Schema.Struct({
+  id: Schema.String,
+  budget_id: Schema.String,
+  type: Schema.Literal("opening", "topup", "adjustment"),
+  amount_display: Amount,
+  max_display_before: Schema.NullOr(Amount),
+  max_display_after: Schema.NullOr(Amount),
+  used_display_before: Amount,
+  used_display_after: Amount,
+  reason: Schema.NullOr(Schema.String),
+  metadata: JsonObject,
+  actor_type: Schema.Literal("platform_key", "end_user_key", "system"),
+  actor_key_id: Schema.NullOr(Schema.String),
+  created_at: Timestamp,
+  cursor: RowCursor
+})
+export type DisplayTransaction = typeof DisplayTransaction.Type
+export const DisplayTransactions = BackfillList(DisplayTransaction)

@@ -77,6 +77,23 @@ export const WebhookDelivery = Schema.Struct({
 })
 export type WebhookDelivery = typeof WebhookDelivery.Type
 
+/** One attempt to deliver an event to an endpoint, as it happened. */
+export const WebhookDeliveryAttempt = Schema.Struct({
+  id: Schema.String,
+  delivery_id: Schema.String,
+  event_id: Schema.String.annotations({ description: "The envelope's event_id (`<transaction_id>:<event_type>`)" }),
+  event_type: Schema.String,
+  attempt: Schema.Int.annotations({ description: "1 for the first attempt" }),
+  status: Schema.Literal("delivered", "retry", "failed").annotations({
+    description: "delivered: the receiver answered 2xx; retry: it failed and another attempt was scheduled; failed: it failed and the delivery gave up"
+  }),
+  http_status: Schema.NullOr(Schema.Int).annotations({ description: "The receiver's status; null when no answer came" }),
+  error: Schema.NullOr(Schema.String),
+  next_attempt_at: NullableTimestamp.annotations({ description: "When the retry this attempt scheduled is due" }),
+  created_at: Timestamp
+})
+export type WebhookDeliveryAttempt = typeof WebhookDeliveryAttempt.Type
+
 export const ListWebhooksParams = Schema.Struct({ page: PageParam, limit: LimitParam })
 
 /** The body POSTed to receivers; field order here is the order on the wire. */

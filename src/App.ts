@@ -5,7 +5,6 @@ import { AdmissionCache } from "../layers/pipeline/AdmissionCache.js"
 import { ApiKeys } from "../layers/tenancy/ApiKeys.js"
 import { BudgetLedger } from "../layers/ledger/BudgetLedger.js"
 import { Capabilities } from "../layers/capabilities/Capabilities.js"
-import { Crypto } from "../layers/platform/Crypto.js"
 import { DatabaseLive } from "../layers/platform/Database.js"
 import { DisplayLedger } from "../layers/ledger/DisplayLedger.js"
 import { DatabaseUrlLive } from "../layers/platform/EmbeddedPostgres.js"
@@ -18,15 +17,10 @@ import { ModelCatalog } from "../layers/tenancy/ModelCatalog.js"
 import { PlatformWallet } from "../layers/ledger/PlatformWallet.js"
 import { Platforms } from "../layers/tenancy/Platforms.js"
 import { ProviderKeys } from "../layers/tenancy/ProviderKeys.js"
-import { ProviderRouter } from "../layers/pipeline/ProviderRouter.js"
 import { Responses } from "../layers/responses/Responses.js"
-import { RateLimiter } from "../layers/pipeline/RateLimiter.js"
 import { RateLimitSettings } from "../layers/tenancy/RateLimitSettings.js"
 import { Settlements } from "../layers/ledger/Settlements.js"
-import { Skills } from "../layers/tools/Skills.js"
 import { ToolHost } from "../layers/tools/ToolHost.js"
-import { UpstreamAdapters } from "../layers/pipeline/upstream/Adapters.js"
-import { WebhookOutbox } from "../layers/ledger/WebhookOutbox.js"
 import { ApiListenerLive } from "./http/Server.js"
 import { Listeners } from "../layers/platform/Listeners.js"
 import { ToolListenerLive } from "./tools/Server.js"
@@ -35,15 +29,33 @@ import { TracingLive } from "./Tracing.js"
 
 export type Role = "all" | "api" | "tools"
 
-/** Domain services over a SqlClient; tests swap pieces of this. */
-export const ServicesLive = Layer.mergeAll(Platforms.Default, EndUsers.Default, Responses.Default).pipe(
-  Layer.provideMerge(Layer.mergeAll(Inference.Default, ToolHost.Default)),
-  Layer.provideMerge(Layer.mergeAll(DisplayLedger.Default, Skills.Default, Capabilities.Default)),
-  Layer.provideMerge(Layer.mergeAll(ProviderRouter.Default, RateLimiter.layerFromConfig, UpstreamAdapters.layer, RateLimitSettings.Default, Settlements.Default, AdmissionCache.Default)),
-  Layer.provideMerge(Layer.mergeAll(ApiKeys.Default, BudgetLedger.Default, Idempotency.Default)),
-  Layer.provideMerge(Layer.mergeAll(ModelCatalog.Default, ProviderKeys.Default, PlatformWallet.Default, InferenceLogs.Default)),
-  Layer.provideMerge(Layer.mergeAll(KeyAuth.Default, WebhookOutbox.Default)),
-  Layer.provideMerge(Layer.mergeAll(AdminKey.layer, Crypto.Default))
+/**
+ * The services the HTTP handlers, the listeners and the startup tasks use. Each `.Default` brings
+ * the services it depends on (its `dependencies`); a layer is built once per app however many
+ * services name it, since layers are memoized by reference within one build. What is left to
+ * provide is infrastructure: the SqlClient and configuration.
+ */
+export const ServicesLive = Layer.mergeAll(
+  AdminKey.layer,
+  AdmissionCache.Default,
+  ApiKeys.Default,
+  BudgetLedger.Default,
+  Capabilities.Default,
+  DisplayLedger.Default,
+  EndUsers.Default,
+  Idempotency.Default,
+  Inference.Default,
+  InferenceLogs.Default,
+  KeyAuth.Default,
+  Listeners.Default,
+  ModelCatalog.Default,
+  PlatformWallet.Default,
+  Platforms.Default,
+  ProviderKeys.Default,
+  RateLimitSettings.Default,
+  Responses.Default,
+  Settlements.Default,
+  ToolHost.Default
 )
 
 /** Infrastructure: database client with migrations applied. */
@@ -58,7 +70,6 @@ const ConfigFileLive = Layer.effectDiscard(Effect.flatMap(ModelCatalog, (catalog
 /** Everything below the listeners, exposed so startup tasks (demo seed, report) can use it. */
 export const CoreLive = ConfigFileLive.pipe(
   Layer.provideMerge(ServicesLive),
-  Layer.provideMerge(Listeners.Default),
   Layer.provideMerge(InfraLive)
 )
 

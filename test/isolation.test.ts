@@ -19,6 +19,7 @@ interface Tenant {
   readonly endUserKeyId: string
   readonly externalId: string
   readonly endpointId: string
+  readonly deliveryId: string
   readonly webhookSecret: string
   readonly responseId: string
 }
@@ -68,6 +69,16 @@ const tenant = async (name: string): Promise<Tenant> => {
     await call("POST", "/webhook-endpoints", { url: "http://127.0.0.1:9/x", event_types: ["budget.debited"] }),
     "webhook endpoint"
   )
+  // A delivery that already gave up (the dispatcher leaves it alone), with its one attempt.
+  const { rows: [delivery] } = await gw.db.pool.query(
+    `WITH e AS (INSERT INTO webhook_events (event_id, platform_id, event_type, payload)
+        VALUES ($1, $2, 'budget.debited', '{}'::jsonb) RETURNING id),
+      d AS (INSERT INTO webhook_deliveries (event_id, endpoint_id, status, attempt, next_attempt_at, last_error)
+        SELECT e.id, $3, 'failed', 1, NULL, 'HTTP 500' FROM e RETURNING id)
+    INSERT INTO webhook_delivery_attempts (delivery_id, attempt, http_status, error, status)
+      SELECT d.id, 1, 500, 'HTTP 500', 'failed' FROM d RETURNING delivery_id`,
+    [`${crypto.randomUUID()}:budget.debited`, pid, endpoint.id]
+  )
   return {
     name,
     platformId: pid,
@@ -80,6 +91,7 @@ const tenant = async (name: string): Promise<Tenant> => {
     endUserKeyId: eu.body.api_key.id,
     externalId,
     endpointId: endpoint.id,
+    deliveryId: delivery.delivery_id,
     webhookSecret: endpoint.secret,
     responseId: response.id
   }
@@ -89,7 +101,7 @@ const tenant = async (name: string): Promise<Tenant> => {
 const secretsOf = (t: Tenant): Array<string> =>
   [
     t.platformId, t.platformKey, t.platformKeyId, t.extraKeyId, t.extraKey, t.endUserId, t.endUserKey,
-    t.endUserKeyId, t.externalId, t.endpointId, t.webhookSecret, t.responseId
+    t.endUserKeyId, t.externalId, t.endpointId, t.deliveryId, t.webhookSecret, t.responseId
   ].filter((s) => typeof s === "string" && s.length > 0)
 
 /** Path parameters: an unknown one fails the test, so a new endpoint cannot slip through unmapped. */
@@ -103,6 +115,8 @@ const pathParam = (name: string, t: Tenant): string => {
       return t.extraKeyId
     case "endpointId":
       return t.endpointId
+    case "deliveryId":
+      return t.deliveryId
     case "provider":
       return "mock"
     case "slug":
@@ -403,7 +417,7 @@ describe("isolation matrix over every operation in /openapi.json", () => {
       const res = await send(op, a.platformKey, a, b)
       const what = label(op, "A key, A path, B ids")
       const params = (op.path.match(/\{([^}]+)\}/g) ?? []).map((p) => p.slice(1, -1))
-      const pointsAtB = params.some((p) => p === "endUserId" || p === "keyId" || p === "endpointId")
+      const pointsAtB = params.some((p) => p === "endUserId" || p === "keyId" || p === "endpointId" || p === "deliveryId")
       if (pointsAtB) {
         expect(res.status, what).toBe(404)
       } else if (op.method === "POST" && op.path === "/v1/platforms/{platformId}/api-keys") {

@@ -77,6 +77,7 @@ const missing = new Unauthorized({ code: "missing_api_key", message: "Missing AP
 const invalid = new Unauthorized({ code: "invalid_api_key", message: "Invalid API key (unknown, revoked or deleted)" })
 
 export class KeyAuth extends Effect.Service<KeyAuth>()("gateway/KeyAuth", {
+  dependencies: [AdminKey.layer],
   scoped: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const pg = yield* PgClient.PgClient

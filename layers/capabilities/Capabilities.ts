@@ -59,6 +59,7 @@ const CREDENTIAL_MISSING = "the gateway has no credential configured for this pr
 // --- the service ------------------------------------------------------------------------------
 
 export class Capabilities extends Effect.Service<Capabilities>()("gateway/Capabilities", {
+  dependencies: [AdmissionCache.Default, BudgetLedger.Default, PlatformWallet.Default],
   scoped: Effect.gen(function*() {
     const sql = yield* PgClient.PgClient
     const ledger = yield* BudgetLedger

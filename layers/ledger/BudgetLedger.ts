@@ -8,6 +8,7 @@ import { Conflict, ValidationError } from "../../schemas/Errors.js"
 import { isUuid } from "../lib/Ids.js"
 import { dec, sqlDec } from "../lib/Money.js"
 import { isUniqueViolation } from "../lib/SqlErrors.js"
+import { type BackfillParams, backfillPage } from "./BackfillPage.js"
 import { crossesLowBalance, type DebitItem, type DebitPlan, eventsOf, ledgerRowsOf, planDebits } from "./budget/DebitPlan.js"
 import { list as listBudgets } from "./budget/Listing.js"
 import { insertDebits as insertDebitRows, insertTransaction as insertTransactionRow } from "./budget/LedgerSql.js"
@@ -38,6 +39,7 @@ export {
 } from "./budget/Rows.js"
 
 export class BudgetLedger extends Effect.Service<BudgetLedger>()("gateway/BudgetLedger", {
+  dependencies: [WebhookOutbox.Default],
   effect: Effect.gen(function*() {
     const sql = yield* PgClient.PgClient
     const outbox = yield* WebhookOutbox
@@ -366,14 +368,20 @@ export class BudgetLedger extends Effect.Service<BudgetLedger>()("gateway/Budget
         }, actor, at)
       })
 
-    /** Ledger rows strictly after `since`, oldest first (the backfill order). */
-    const transactions = (platformId: string, endUserId: string, params: { readonly since?: Date | undefined; readonly limit: number }) =>
+    /** The live budget's ledger rows in backfill order (BackfillPage), after `since` and `after`. */
+    const transactions = (platformId: string, endUserId: string, params: BackfillParams) =>
       Effect.gen(function*() {
         const budget = yield* get(platformId, endUserId)
-        const rows = yield* sql<TransactionRow>`SELECT * FROM budget_transactions WHERE budget_id = ${budget.id}
-          ${params.since === undefined ? sql`` : sql`AND created_at > ${params.since}`}
-          ORDER BY created_at, seq LIMIT ${params.limit}`.pipe(Effect.orDie)
-        return { data: rows.map(toTransaction), limit: params.limit }
+        const page = yield* backfillPage<TransactionRow>(sql, {
+          source: sql`budget_transactions t`,
+          scope: sql`t.budget_id = ${budget.id}`,
+          columns: sql`t.*`
+        }, params)
+        return {
+          data: page.rows.map(({ cursor, row }) => ({ ...toTransaction(row), cursor })),
+          limit: params.limit,
+          next_cursor: page.next
+        }
       })
 
     const list = (platformId: string, params: Parameters<typeof listBudgets>[2]) => listBudgets(sql, platformId, params)
@@ -386,6 +394,7 @@ export class BudgetLedger extends Effect.Service<BudgetLedger>()("gateway/Budget
 
     return {
       open,
+      requireEndUser,
       create,
       get,
       update,

@@ -8,6 +8,7 @@ import type { DisplayRule, PlatformSettings } from "../../schemas/Platforms.js"
 import type {
   AdjustWallet,
   AdjustWalletResult,
+  DisplayTransaction,
   InitWallet,
   InitWalletResult,
   MyBudget,
@@ -16,6 +17,7 @@ import type {
   WalletView
 } from "../../schemas/Wallet.js"
 import { dec, sqlDec } from "../lib/Money.js"
+import { type BackfillParams, backfillPage } from "./BackfillPage.js"
 import { type Actor, BudgetLedger, type BudgetRow } from "./BudgetLedger.js"
 
 type WalletSettings = NonNullable<PlatformSettings["end_user_wallet"]>
@@ -39,12 +41,29 @@ export const displayExhausted = (row: BudgetRow, settings: WalletSettings | null
   settings?.enabled === true && row.max_display !== null &&
   BigDecimal.greaterThanOrEqualTo(dec(row.used_display), dec(row.max_display))
 
+interface DisplayTransactionRow {
+  readonly id: string
+  readonly budget_id: string
+  readonly type: DisplayTransaction["type"]
+  readonly amount_display: string
+  readonly max_display_before: string | null
+  readonly max_display_after: string | null
+  readonly used_display_before: string
+  readonly used_display_after: string
+  readonly reason: string | null
+  readonly metadata: Record<string, unknown>
+  readonly actor_type: DisplayTransaction["actor_type"]
+  readonly actor_key_id: string | null
+  readonly created_at: Date
+}
+
 const notInitialized = new Conflict({
   code: "display_ledger_not_initialized",
   message: "The display ledger is not initialised: POST /wallet with max_display first"
 })
 
 export class DisplayLedger extends Effect.Service<DisplayLedger>()("gateway/DisplayLedger", {
+  dependencies: [BudgetLedger.Default],
   effect: Effect.gen(function*() {
     const sql = yield* PgClient.PgClient
     const ledger = yield* BudgetLedger
@@ -221,6 +240,42 @@ export class DisplayLedger extends Effect.Service<DisplayLedger>()("gateway/Disp
         return amount
       })
 
-    return { view, init, topup, adjust, disable, mine, exhausted, charge, walletSettings } as const
+    /**
+     * The end user's display-ledger rows in backfill order (BackfillPage), across every budget
+     * the user has had (a deleted budget's rows stay in the history).
+     */
+    const transactions = (platformId: string, endUserId: string, params: BackfillParams) =>
+      Effect.gen(function*() {
+        yield* ledger.requireEndUser(platformId, endUserId).pipe(Effect.catchTag("SqlError", Effect.die))
+        const page = yield* backfillPage<DisplayTransactionRow>(sql, {
+          source: sql`display_transactions t`,
+          scope: sql`t.platform_id = ${platformId}
+            AND t.budget_id IN (SELECT id FROM budgets WHERE end_user_id = ${endUserId} AND platform_id = ${platformId})`,
+          columns: sql`t.*`
+        }, params)
+        const amount = (value: string | null) => value === null ? null : dec(value)
+        return {
+          data: page.rows.map(({ cursor, row }): DisplayTransaction => ({
+            id: row.id,
+            budget_id: row.budget_id,
+            type: row.type,
+            amount_display: dec(row.amount_display),
+            max_display_before: amount(row.max_display_before),
+            max_display_after: amount(row.max_display_after),
+            used_display_before: dec(row.used_display_before),
+            used_display_after: dec(row.used_display_after),
+            reason: row.reason,
+            metadata: row.metadata,
+            actor_type: row.actor_type,
+            actor_key_id: row.actor_key_id,
+            created_at: row.created_at,
+            cursor
+          })),
+          limit: params.limit,
+          next_cursor: page.next
+        }
+      })
+
+    return { view, init, topup, adjust, disable, mine, exhausted, charge, walletSettings, transactions } as const
   })
 }) {}

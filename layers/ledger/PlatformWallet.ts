@@ -2,7 +2,21 @@
 // settlement. Every change writes a wallet ledger row in the same transaction.
 import { PgClient } from "@effect/sql-pg"
 import { BigDecimal, Effect } from "effect"
+import type { PlatformWalletTransaction } from "../../schemas/Catalog.js"
 import { dec, sqlDec } from "../lib/Money.js"
+import { type BackfillParams, backfillPage } from "./BackfillPage.js"
+
+interface WalletTransactionRow {
+  readonly id: string
+  readonly type: "topup" | "debit"
+  readonly amount_usd: string
+  readonly balance_before: string
+  readonly balance_after: string
+  readonly reason: string | null
+  readonly log_id: string | null
+  readonly metadata: Record<string, unknown>
+  readonly created_at: Date
+}
 
 interface WalletRow {
   readonly balance_usd: string
@@ -90,6 +104,42 @@ export class PlatformWallet extends Effect.Service<PlatformWallet>()("gateway/Pl
           FROM w)
         SELECT balance_usd::text FROM w`.pipe(Effect.map((rows) => rows.length > 0))
 
-    return { get, topup, debit, debitIfCovered, debitMany } as const
+    /**
+     * The wallet's ledger rows in backfill order (BackfillPage). A model call's debit names the
+     * call by request_id (the settlement copies the call's details into it, and every admitted
+     * call has its own); its log row is the entry with that request_id. Tool and capability
+     * debits name no request: their log_id is null. A debit whose metadata carries `log_id`
+     * itself is taken at its word.
+     */
+    const transactions = (platformId: string, params: BackfillParams) =>
+      backfillPage<WalletTransactionRow>(sql, {
+        source: sql`platform_wallet_transactions t LEFT JOIN LATERAL (
+            SELECT l.id FROM inference_logs l
+            WHERE l.platform_id = t.platform_id AND l.metadata ? 'request_id'
+              AND l.metadata->>'request_id' = t.metadata->>'request_id'
+            ORDER BY l.created_at, l.id
+            LIMIT 1) log ON t.type = 'debit' AND NOT (t.metadata ? 'log_id')`,
+        scope: sql`t.platform_id = ${platformId}`,
+        columns: sql`t.id, t.type, t.amount_usd::text, t.balance_before::text, t.balance_after::text, t.reason,
+          coalesce(t.metadata->>'log_id', log.id::text) AS log_id, t.metadata, t.created_at`
+      }, params).pipe(Effect.map((page) => ({
+        data: page.rows.map(({ cursor, row }): PlatformWalletTransaction => ({
+          id: row.id,
+          type: row.type,
+          amount_usd: dec(row.amount_usd),
+          balance_before_usd: dec(row.balance_before),
+          balance_after_usd: dec(row.balance_after),
+          reason: row.reason,
+          log_id: row.log_id,
+          request_id: typeof row.metadata.request_id === "string" ? row.metadata.request_id : null,
+          metadata: row.metadata,
+          created_at: row.created_at,
+          cursor
+        })),
+        limit: params.limit,
+        next_cursor: page.next
+      })))
+
+    return { get, topup, debit, debitIfCovered, debitMany, transactions } as const
   })
 }) {}

@@ -86,6 +86,7 @@ const openSettlementJournal: Effect.Effect<Journal | null, never, PgClient.PgCli
 }).pipe(Effect.orDie)
 
 export class Settlements extends Effect.Service<Settlements>()("gateway/Settlements", {
+  dependencies: [BudgetLedger.Default, PlatformWallet.Default],
   scoped: Effect.gen(function*() {
     const sql = yield* PgClient.PgClient
     yield* installSettleAtOnce // after the migrations (the client comes from DatabaseLive), before the writer

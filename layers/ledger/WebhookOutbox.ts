@@ -19,6 +19,7 @@ export { type BudgetEventData, type BudgetEventType, buildEnvelope, wantedBy } f
 export { sign } from "./webhooks/Signing.js"
 
 export class WebhookOutbox extends Effect.Service<WebhookOutbox>()("gateway/WebhookOutbox", {
+  dependencies: [Crypto.Default],
   scoped: Effect.gen(function*() {
     const sql = yield* PgClient.PgClient
     const crypto = yield* Crypto

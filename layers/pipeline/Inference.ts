@@ -56,6 +56,7 @@ export const upstreamTimeoutMs = durationMsConfig("GATEWAY_UPSTREAM_TIMEOUT", 60
 const rejectionsBy = taggedBy(preflightRejections, "code")
 
 export class Inference extends Effect.Service<Inference>()("gateway/Inference", {
+  dependencies: [AdmissionCache.Default, BudgetLedger.Default, ProviderKeys.Default, ProviderRouter.Default, RateLimiter.layerFromConfig, Settlements.Default, UpstreamAdapters.layer],
   effect: Effect.gen(function*() {
     const sql = yield* PgClient.PgClient
     const router = yield* ProviderRouter

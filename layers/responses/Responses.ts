@@ -22,6 +22,7 @@ export type { ResponseEvent } from "./Events.js"
 export { toMessages } from "./Items.js"
 
 export class Responses extends Effect.Service<Responses>()("gateway/Responses", {
+  dependencies: [Inference.Default, KeyAuth.Default, Listeners.Default, ToolHost.Default],
   effect: Effect.gen(function*() {
     const sql = yield* PgClient.PgClient
     const inference = yield* Inference

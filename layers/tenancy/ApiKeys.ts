@@ -54,6 +54,7 @@ export interface NewKey {
 const keyNotFound = new NotFound({ code: "not_found", message: "No such API key" })
 
 export class ApiKeys extends Effect.Service<ApiKeys>()("gateway/ApiKeys", {
+  dependencies: [KeyAuth.Default],
   effect: Effect.gen(function*() {
     const sql = yield* PgClient.PgClient
     const keyAuth = yield* KeyAuth

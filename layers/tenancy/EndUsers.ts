@@ -39,6 +39,7 @@ class RetryCreate extends Data.TaggedError("RetryCreate") {}
 const endUserNotFound = new NotFound({ code: "not_found", message: "No such end user" })
 
 export class EndUsers extends Effect.Service<EndUsers>()("gateway/EndUsers", {
+  dependencies: [ApiKeys.Default, BudgetLedger.Default, KeyAuth.Default],
   effect: Effect.gen(function*() {
     const sql = yield* PgClient.PgClient
     const apiKeys = yield* ApiKeys

@@ -37,6 +37,7 @@ const isPlainObject = (value: unknown): value is Record<string, unknown> =>
 const platformNotFound = new NotFound({ code: "not_found", message: "No such platform" })
 
 export class Platforms extends Effect.Service<Platforms>()("gateway/Platforms", {
+  dependencies: [ApiKeys.Default],
   effect: Effect.gen(function*() {
     const sql = yield* PgClient.PgClient
     const apiKeys = yield* ApiKeys

@@ -17,6 +17,7 @@ const noProvider = new NotFound({ code: "not_found", message: "No such provider"
 const noKey = new NotFound({ code: "not_found", message: "No key stored for this provider" })
 
 export class ProviderKeys extends Effect.Service<ProviderKeys>()("gateway/ProviderKeys", {
+  dependencies: [Crypto.Default],
   effect: Effect.gen(function*() {
     const sql = yield* PgClient.PgClient
     const crypto = yield* Crypto

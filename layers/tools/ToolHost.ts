@@ -2,6 +2,12 @@
 // sealed with Crypto, refreshed on expiry, flagged for re-auth on a provider 401), metered tool
 // calls, and the MCP sessions of the tool listener. The hybrid loop reuses listTools/callTool.
 import { Effect } from "effect"
+import { BudgetLedger } from "../ledger/BudgetLedger.js"
+import { DisplayLedger } from "../ledger/DisplayLedger.js"
+import { PlatformWallet } from "../ledger/PlatformWallet.js"
+import { Settlements } from "../ledger/Settlements.js"
+import { Crypto } from "../platform/Crypto.js"
+import { Capabilities } from "../capabilities/Capabilities.js"
 import { makeAccessTokens } from "./AccessTokens.js"
 import { makeActivations } from "./Activations.js"
 import { loadAppUrls } from "./Catalog.js"
@@ -10,6 +16,7 @@ import { makeMcpConfig, makeMcpServer } from "./McpServer.js"
 import { makeMetering } from "./Metering.js"
 import { makeOAuthFlow } from "./OAuthFlow.js"
 import { makePersonalTools } from "./Personal.js"
+import { Skills } from "./Skills.js"
 import { makeToolCalls } from "./ToolCalls.js"
 import type { ToolApp } from "./apps/ToolApp.js"
 
@@ -19,6 +26,7 @@ export type { CallbackQuery } from "./OAuthFlow.js"
 export { PERSONAL, PERSONAL_LABEL } from "./Personal.js"
 
 export class ToolHost extends Effect.Service<ToolHost>()("gateway/ToolHost", {
+  dependencies: [BudgetLedger.Default, Capabilities.Default, Crypto.Default, DisplayLedger.Default, PlatformWallet.Default, Settlements.Default, Skills.Default],
   scoped: Effect.gen(function*() {
     const metering = yield* makeMetering
     const appUrls = yield* loadAppUrls.pipe(Effect.orDie)

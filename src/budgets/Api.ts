@@ -13,11 +13,12 @@ import {
   TransactionsParams,
   UpdateBudget
 } from "../../schemas/Budgets.js"
-import { IdempotencyHeaders, Paginated, PathId } from "../../schemas/Common.js"
+import { BackfillParams, IdempotencyHeaders, Paginated, PathId } from "../../schemas/Common.js"
 import { Conflict } from "../../schemas/Errors.js"
 import {
   AdjustWallet,
   AdjustWalletResult,
+  DisplayTransactions,
   InitWallet,
   InitWalletResult,
   WalletTopupBody,
@@ -103,5 +104,11 @@ export class BudgetsGroup extends HttpApiGroup.make("budgets")
       .addError(Conflict.Http)
   )
   .add(HttpApiEndpoint.del("disableWallet", wallet).setPath(BudgetPath).addSuccess(HttpApiSchema.NoContent))
+  .add(
+    HttpApiEndpoint.get("listWalletTransactions", `${wallet}/transactions`)
+      .setPath(BudgetPath)
+      .setUrlParams(BackfillParams)
+      .addSuccess(DisplayTransactions)
+  )
   .middleware(Authentication)
   .prefix("/v1") {}

@@ -115,6 +115,10 @@ export const BudgetsLive = HttpApiBuilder.group(GatewayApi, "budgets", (handlers
         display.topup(path.platformId, path.endUserId, payload, actor), flagReplay))
       .handle("adjustWallet", keyed("wallet.adjust", AdjustWallet, AdjustWalletResult, (path, payload, actor) =>
         display.adjust(path.platformId, path.endUserId, payload, actor), flagReplay))
+      .handle("listWalletTransactions", ({ path, urlParams }) =>
+        requirePlatform(path.platformId).pipe(
+          Effect.zipRight(display.transactions(path.platformId, path.endUserId, urlParams))
+        ))
       .handle("disableWallet", ({ path }) =>
         Effect.gen(function*() {
           const actor = actorOf(yield* requirePlatform(path.platformId))

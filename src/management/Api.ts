@@ -9,7 +9,7 @@ import {
   ListApiKeysParams,
   UpdateApiKey
 } from "../../schemas/ApiKeys.js"
-import { Paginated, PathId } from "../../schemas/Common.js"
+import { BackfillParams, Paginated, PathId } from "../../schemas/Common.js"
 import {
   CreateEndUser,
   EndUser,
@@ -20,6 +20,7 @@ import {
 import {
   EffectiveRateLimits,
   PlatformWallet,
+  PlatformWalletTransactions,
   ProviderKey,
   PutProviderKey,
   RateLimitOverride
@@ -59,6 +60,12 @@ export class PlatformsGroup extends HttpApiGroup.make("platforms")
       .addSuccess(HttpApiSchema.NoContent)
   )
   .add(HttpApiEndpoint.get("getPlatformWallet", "/platforms/:platformId/platform-wallet").setPath(PlatformPath).addSuccess(PlatformWallet))
+  .add(
+    HttpApiEndpoint.get("listPlatformWalletTransactions", "/platforms/:platformId/platform-wallet/transactions")
+      .setPath(PlatformPath)
+      .setUrlParams(BackfillParams)
+      .addSuccess(PlatformWalletTransactions)
+  )
   .add(
     HttpApiEndpoint.get("listLogs", "/platforms/:platformId/logs")
       .setPath(PlatformPath)

@@ -32,6 +32,8 @@ export const PlatformsLive = HttpApiBuilder.group(GatewayApi, "platforms", (hand
         requirePlatform(path.platformId).pipe(Effect.zipRight(providerKeys.remove(path.platformId, path.provider))))
       .handle("getPlatformWallet", ({ path }) =>
         requirePlatform(path.platformId).pipe(Effect.zipRight(wallet.get(path.platformId))))
+      .handle("listPlatformWalletTransactions", ({ path, urlParams }) =>
+        requirePlatform(path.platformId).pipe(Effect.zipRight(wallet.transactions(path.platformId, urlParams))))
       .handle("listLogs", ({ path, urlParams }) =>
         requirePlatform(path.platformId).pipe(Effect.zipRight(logs.list(path.platformId, urlParams))))
   }))

@@ -8,6 +8,7 @@ import {
   CreateWebhookEndpoint,
   ListWebhooksParams,
   WebhookDelivery,
+  WebhookDeliveryAttempt,
   WebhookEndpoint,
   WebhookEndpointCreated
 } from "../../schemas/Webhooks.js"
@@ -15,6 +16,7 @@ import { Authentication } from "../http/Authentication.js"
 
 const PlatformPath = Schema.Struct({ platformId: PathId })
 const EndpointPath = Schema.Struct({ platformId: PathId, endpointId: PathId })
+const DeliveryPath = Schema.Struct({ platformId: PathId, endpointId: PathId, deliveryId: PathId })
 
 export class WebhooksGroup extends HttpApiGroup.make("webhooks")
   .add(
@@ -45,6 +47,15 @@ export class WebhooksGroup extends HttpApiGroup.make("webhooks")
       .setPath(EndpointPath)
       .setUrlParams(ListWebhooksParams)
       .addSuccess(Paginated(WebhookDelivery))
+  )
+  .add(
+    HttpApiEndpoint.get(
+      "listWebhookDeliveryAttempts",
+      "/platforms/:platformId/webhook-endpoints/:endpointId/deliveries/:deliveryId/attempts"
+    )
+      .setPath(DeliveryPath)
+      .setUrlParams(ListWebhooksParams)
+      .addSuccess(Paginated(WebhookDeliveryAttempt))
   )
   .middleware(Authentication)
   .prefix("/v1") {}

@@ -22,4 +22,8 @@ export const WebhooksLive = HttpApiBuilder.group(GatewayApi, "webhooks", (handle
         requirePlatform(path.platformId).pipe(
           Effect.zipRight(endpoints.listDeliveries(path.platformId, path.endpointId, urlParams))
         ))
+      .handle("listWebhookDeliveryAttempts", ({ path, urlParams }) =>
+        requirePlatform(path.platformId).pipe(
+          Effect.zipRight(endpoints.listAttempts(path.platformId, path.endpointId, path.deliveryId, urlParams))
+        ))
   })).pipe(Layer.provide(WebhookEndpoints.Default))

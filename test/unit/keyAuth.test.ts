@@ -13,9 +13,9 @@ import { TestDatabaseUrlLive } from "../support/TestDatabase.js"
 const adminKey = "sk-admin_" + "u".repeat(40)
 const AdminKeyStub = Layer.succeed(AdminKey, { key: Redacted.make(adminKey), unprinted: false, printed: Effect.void })
 
-const TestLayer = Platforms.Default.pipe(
-  Layer.provideMerge(ApiKeys.Default),
-  Layer.provideMerge(KeyAuth.Default),
+const TestLayer = Platforms.DefaultWithoutDependencies.pipe(
+  Layer.provideMerge(ApiKeys.DefaultWithoutDependencies),
+  Layer.provideMerge(KeyAuth.DefaultWithoutDependencies),
   Layer.provideMerge(AdminKeyStub),
   Layer.provideMerge(DatabaseLive),
   Layer.provide(TestDatabaseUrlLive)

@@ -24,8 +24,8 @@ const SpyOutbox = WebhookOutbox.test(events)
 const KeyAuthStub = KeyAuth.test()
 
 
-const TestLayer = Layer.mergeAll(Platforms.Default, EndUsers.Default).pipe(
-  Layer.provideMerge(Layer.mergeAll(ApiKeys.Default, BudgetLedger.Default)),
+const TestLayer = Layer.mergeAll(Platforms.DefaultWithoutDependencies, EndUsers.DefaultWithoutDependencies).pipe(
+  Layer.provideMerge(Layer.mergeAll(ApiKeys.DefaultWithoutDependencies, BudgetLedger.DefaultWithoutDependencies)),
   Layer.provideMerge(Layer.mergeAll(KeyAuthStub, SpyOutbox)),
   Layer.provideMerge(DatabaseLive),
   Layer.provide(TestDatabaseUrlLive),

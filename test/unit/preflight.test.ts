@@ -134,7 +134,7 @@ const worldOf = (world: World) => {
         })
     })
   )
-  const layer = Inference.Default.pipe(
+  const layer = Inference.DefaultWithoutDependencies.pipe(
     Layer.provide(Layer.mergeAll(
       AdmissionCache.test(() => world.snapshot),
       Settlements.test(seen.settled),

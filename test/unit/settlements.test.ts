@@ -30,8 +30,8 @@ const QuietOutbox = WebhookOutbox.test([], () => false)
 const KeyAuthStub = KeyAuth.test()
 
 const layerWith = (config: ReadonlyArray<readonly [string, string]>) =>
-  Layer.mergeAll(Platforms.Default, EndUsers.Default, Settlements.Default).pipe(
-    Layer.provideMerge(Layer.mergeAll(ApiKeys.Default, BudgetLedger.Default, PlatformWallet.Default)),
+  Layer.mergeAll(Platforms.DefaultWithoutDependencies, EndUsers.DefaultWithoutDependencies, Settlements.DefaultWithoutDependencies).pipe(
+    Layer.provideMerge(Layer.mergeAll(ApiKeys.DefaultWithoutDependencies, BudgetLedger.DefaultWithoutDependencies, PlatformWallet.Default)),
     Layer.provideMerge(Layer.mergeAll(KeyAuthStub, QuietOutbox)),
     Layer.provideMerge(DatabaseLive),
     Layer.provide(TestDatabaseUrlLive),
@@ -291,7 +291,7 @@ layer(TestLayer, { timeout: "60 seconds", excludeTestServices: true })("Settleme
     Effect.gen(function*() {
       const sql = yield* PgClient.PgClient
       const first = yield* Settlements
-      const second = Context.get(yield* Layer.build(Layer.fresh(Settlements.Default)), Settlements)
+      const second = Context.get(yield* Layer.build(Layer.fresh(Settlements.DefaultWithoutDependencies)), Settlements)
       const { platformId, endUserId } = yield* setup("two-writers")
       const budget = yield* expectationOf(endUserId, "1000", "daily")
       const calls = Array.from({ length: 120 }, (_, i) => ({

@@ -104,9 +104,9 @@ export const makeDeliver = (options: {
         UPDATE webhook_deliveries SET status = ${status}, attempt = ${made}, next_attempt_at = ${next},
           lease_until = NULL, last_http_status = ${outcome.httpStatus}, last_error = ${outcome.error}, updated_at = now()
         WHERE id = ${row.id} AND attempt = ${row.attempt} AND status = 'pending'
-        RETURNING id)
-      INSERT INTO webhook_delivery_attempts (delivery_id, attempt, http_status, error)
-      SELECT id, ${made}, ${outcome.httpStatus}, ${outcome.error} FROM upd`), Effect.as(outcomeTag))
+        RETURNING id, next_attempt_at)
+      INSERT INTO webhook_delivery_attempts (delivery_id, attempt, http_status, error, status, next_attempt_at)
+      SELECT id, ${made}, ${outcome.httpStatus}, ${outcome.error}, ${outcomeTag}, next_attempt_at FROM upd`), Effect.as(outcomeTag))
   }
 
   /**

@@ -5,6 +5,7 @@ import { Conflict, NotFound, ValidationError } from "../../../schemas/Errors.js"
 import {
   DEFAULT_EVENT_TYPES,
   type WebhookDelivery,
+  type WebhookDeliveryAttempt,
   type WebhookEndpoint,
   type WebhookEndpointCreated,
   type WebhookEventType
@@ -65,12 +66,27 @@ const toDelivery = (row: DeliveryRow): WebhookDelivery => ({
 })
 
 const endpointNotFound = new NotFound({ code: "not_found", message: "No such webhook endpoint" })
+const deliveryNotFound = new NotFound({ code: "not_found", message: "No such webhook delivery" })
+
+interface AttemptRow {
+  readonly id: string
+  readonly delivery_id: string
+  readonly event_id: string
+  readonly event_type: string
+  readonly attempt: number
+  readonly status: WebhookDeliveryAttempt["status"]
+  readonly http_status: number | null
+  readonly error: string | null
+  readonly next_attempt_at: Date | null
+  readonly created_at: Date
+}
 
 /**
  * The tenant's endpoints and their deliveries (the /webhook-endpoints routes). A separate
  * service so ledger code and its test spies only ever see `enqueue`.
  */
 export class WebhookEndpoints extends Effect.Service<WebhookEndpoints>()("gateway/WebhookEndpoints", {
+  dependencies: [Crypto.Default],
   effect: Effect.gen(function*() {
     const sql = yield* PgClient.PgClient
     const crypto = yield* Crypto
@@ -171,6 +187,36 @@ export class WebhookEndpoints extends Effect.Service<WebhookEndpoints>()("gatewa
         ).pipe(Effect.orDie)
       })
 
-    return { createEndpoint, listEndpoints, getEndpoint, deleteEndpoint, listDeliveries } as const
+    /** A delivery's attempts, first to last; the delivery must be one of this endpoint's. */
+    const listAttempts = (
+      platformId: string,
+      endpointId: string,
+      deliveryId: string,
+      params: { readonly page: number; readonly limit: number }
+    ) =>
+      Effect.gen(function*() {
+        yield* findEndpoint(platformId, endpointId)
+        const found = isUuid(deliveryId)
+          ? yield* sql`SELECT 1 FROM webhook_deliveries WHERE id = ${deliveryId} AND endpoint_id = ${endpointId}`.pipe(Effect.orDie)
+          : []
+        if (found.length === 0) return yield* deliveryNotFound
+        return yield* paginate(
+          params,
+          sql<{ total: number }>`SELECT count(*)::int AS total FROM webhook_delivery_attempts WHERE delivery_id = ${deliveryId}`,
+          sql<AttemptRow>`SELECT a.id, a.delivery_id, e.event_id, e.event_type, a.attempt,
+              coalesce(a.status, CASE WHEN a.error IS NULL THEN 'delivered' ELSE 'failed' END) AS status, a.http_status, a.error,
+              a.next_attempt_at, a.created_at
+            FROM webhook_delivery_attempts a
+              JOIN webhook_deliveries d ON d.id = a.delivery_id
+              JOIN webhook_events e ON e.id = d.event_id
+            WHERE a.delivery_id = ${deliveryId}
+            ORDER BY a.attempt, a.id
+            LIMIT ${params.limit} OFFSET ${offsetOf(params.page, params.limit)}`.pipe(
+            Effect.map((rows) => rows.map((row): WebhookDeliveryAttempt => row))
+          )
+        ).pipe(Effect.orDie)
+      })
+
+    return { createEndpoint, listEndpoints, getEndpoint, deleteEndpoint, listDeliveries, listAttempts } as const
   })
 }) {}
