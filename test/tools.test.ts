@@ -500,9 +500,11 @@ describe("metering", () => {
       metadata: { app_slug: "github", tool: "list_repos" }
     })
     expect(Number(after.logs[0].estimated_cost_usd)).toBe(0.001)
-    // The logs endpoint shows it too.
+    // The logs endpoint shows it too, and the wallet's debit names its log row.
     const logs = await gw.call("GET", `/v1/platforms/${t.platformId}/logs`, { key: t.platformKey })
     expect(logs.body.data.map((l: any) => [l.request_type, l.estimated_cost_usd])).toEqual([["mcp_tool", "0.001"]])
+    const walletRows = await gw.call("GET", `/v1/platforms/${t.platformId}/platform-wallet/transactions`, { key: t.platformKey })
+    expect(walletRows.body.data.filter((r: any) => r.type === "debit").map((r: any) => r.log_id)).toEqual([after.logs[0].id])
 
     // A provider error past the free tier is charged and logged with status error.
     fake.failNext("github", 500)

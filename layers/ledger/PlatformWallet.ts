@@ -107,9 +107,9 @@ export class PlatformWallet extends Effect.Service<PlatformWallet>()("gateway/Pl
     /**
      * The wallet's ledger rows in backfill order (BackfillPage). A model call's debit names the
      * call by request_id (the settlement copies the call's details into it, and every admitted
-     * call has its own); its log row is the entry with that request_id. Tool and capability
-     * debits name no request: their log_id is null. A debit whose metadata carries `log_id`
-     * itself is taken at its word.
+     * call has its own); its log row is the entry with that request_id. A paid tool call's debit
+     * carries `log_id` in its metadata (its log row is written in the same transaction), taken
+     * at its word; a capability debit names no request: its log_id is null.
      */
     const transactions = (platformId: string, params: BackfillParams) =>
       backfillPage<WalletTransactionRow>(sql, {

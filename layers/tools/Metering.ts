@@ -106,13 +106,6 @@ export const makeMetering = Effect.gen(function*() {
       }
       yield* chargeDisplay(budget, settings)
       if (!paid) return FREE
-      if (billable) {
-        const covered = yield* wallet.debitIfCovered(principal.platformId, price, { ...metadata, request_type: "mcp_tool" })
-        if (!covered) return yield* walletRefusal(price, "tool call's price")
-        if (Option.isSome(budget)) {
-          yield* ledger.debitLocked(budget.value, { amount: price, reason: "tool_call", metadata }, actorOf(principal), now)
-        }
-      }
       const [row] = yield* insertLogRow(sql, {
         platform_id: principal.platformId, end_user_id: principal.endUserId, request_type: "mcp_tool",
         ...NOT_A_MODEL_CALL,
@@ -123,7 +116,16 @@ export const makeMetering = Effect.gen(function*() {
         metadata: { app_slug: name.appSlug, tool: name.tool },
         created_at: now
       })
-      const charge: Charge = { _tag: "Paid", logId: row!.id }
+      const logId = row!.id
+      if (billable) {
+        // The wallet's ledger row names the log row it paid for (PlatformWallet.transactions).
+        const covered = yield* wallet.debitIfCovered(principal.platformId, price, { ...metadata, request_type: "mcp_tool", log_id: logId })
+        if (!covered) return yield* walletRefusal(price, "tool call's price")
+        if (Option.isSome(budget)) {
+          yield* ledger.debitLocked(budget.value, { amount: price, reason: "tool_call", metadata }, actorOf(principal), now)
+        }
+      }
+      const charge: Charge = { _tag: "Paid", logId }
       return charge
     })
 
