@@ -1,6 +1,7 @@
 // The hybrid tool loop of /v1/responses with the official SDK: tool-app calls run inline (mcp_call
 // items, one `response` log row per turn, metered `mcp_tool` rows), a function tool returns at
-// once, the 10-iteration cap, streamed mcp events, and reconciliation against the wallet.
+// once, the 10-iteration cap, streamed mcp events, reconciliation against the wallet, and
+// checks 2-5 on every turn (a refused turn ends the response incomplete with the refusal's code).
 import { createServer, type Server } from "node:http"
 import OpenAI from "openai"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
@@ -17,14 +18,17 @@ let model: FakeUpstream
 let looping: Server
 let loopingUrl: string
 let loopingCalls = 0
+/** Runs before the looping upstream answers call `n` (1-based): a test's way to act between turns. */
+let beforeLoopAnswer: (n: number) => Promise<void> = async () => {}
 
 beforeAll(async () => {
   ;[fake, landing, model] = await Promise.all([startFakeToolApis(), startOAuthLanding(), startFakeOpenAi()])
   looping = createServer((req, res) => {
     let raw = ""
     req.on("data", (c) => (raw += c))
-    req.on("end", () => {
+    req.on("end", async () => {
       loopingCalls++
+      await beforeLoopAnswer(loopingCalls)
       const body = JSON.parse(raw)
       const tool = body.tools[0].function.name
       res.setHeader("content-type", "application/json")
@@ -62,12 +66,12 @@ afterAll(async () => {
 })
 
 /** A platform with github active, an end user connected to it through the real OAuth flow. */
-const connectedUser = async () => {
+const connectedUser = async (walletUsd = 10) => {
   const { platformId, platformKey } = await createPlatform(gw)
   for (const slug of ["oa", "loop"]) {
     await gw.call("PUT", `/v1/platforms/${platformId}/provider-keys/${slug}`, { key: platformKey, body: { api_key: "k" } })
   }
-  await gw.call("POST", `/v1/admin/platforms/${platformId}/platform-wallet/topup`, { key: gw.adminKey, body: { amount_usd: 10 } })
+  await gw.call("POST", `/v1/admin/platforms/${platformId}/platform-wallet/topup`, { key: gw.adminKey, body: { amount_usd: walletUsd } })
   await gw.call("POST", `/v1/platforms/${platformId}/mcp/apps`, {
     key: platformKey,
     body: { app_slug: "github", client_id: "client-github", client_secret: "secret-github", base_url: landing.url }
@@ -183,5 +187,140 @@ describe("hybrid loop", () => {
       "response.output_item.done",
       "response.completed"
     ])
+  })
+})
+
+/** The response's SSE events, by name, and the last one's response object. */
+const streamed = async (key: string, body: Record<string, unknown>) => {
+  const raw = await fetch(`${gw.baseUrl}/v1/responses`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+    body: JSON.stringify({ ...body, stream: true })
+  })
+  expect(raw.status).toBe(200)
+  const messages = (await raw.text()).split("\n\n").filter((m) => m.startsWith("event: "))
+  const data = messages.map((m) => JSON.parse(m.split("\n").find((l) => l.startsWith("data: "))!.slice(6)))
+  return { names: data.map((d) => d.type as string), last: data.at(-1)!.response }
+}
+
+describe("checks on every turn", () => {
+  const budgetPath = (u: { platformId: string; endUserId: string }) => `/v1/platforms/${u.platformId}/end-users/${u.endUserId}/budget`
+  const used = async (endUserId: string) =>
+    (await gw.db.pool.query("SELECT used_usd::text FROM budgets WHERE end_user_id = $1 AND deleted_at IS NULL", [endUserId])).rows[0].used_usd
+
+  it("a budget that covers one turn stops the loop: incomplete, budget_exhausted, the turn and its tool call billed, no further upstream call", async () => {
+    for (const stream of [false, true]) {
+      const u = await connectedUser()
+      // Turn 1 (0.000012) and its tool call (0.001) fit; then nothing remains.
+      expect((await gw.call("PATCH", budgetPath(u), { key: u.platformKey, body: { max_usd: 0.001 } })).status).toBe(200)
+      loopingCalls = 0
+      const body = { model: "loop-model", input: "go", tools: u.mcpTools }
+      const res = stream ? (await streamed(u.endUserKey, body)).last : await u.client.responses.create(body)
+      expect(loopingCalls).toBe(1)
+      expect(res.status).toBe("incomplete")
+      expect(res.incomplete_details).toEqual({ reason: "budget_exhausted" })
+      expect(res.output.map((o: any) => [o.type, o.status])).toEqual([["mcp_call", "completed"]])
+      expect(res.usage).toMatchObject({ input_tokens: 10, output_tokens: 1, total_tokens: 11 })
+      expect((await rows(u.platformId)).map((r) => r.request_type).sort()).toEqual(["mcp_tool", "response"])
+      expect(Number(await used(u.endUserId))).toBeCloseTo(0.001012, 12)
+      const stored = await gw.db.pool.query("SELECT status FROM responses WHERE id = $1", [res.id])
+      expect(stored.rows).toEqual([{ status: "incomplete" }])
+    }
+  })
+
+  it("the turn's cost alone: turn 2 sees turn 1's queued cost, and the tool call between is refused unpaid", async () => {
+    const u = await connectedUser()
+    expect((await gw.call("PATCH", budgetPath(u), { key: u.platformKey, body: { max_usd: 0.00001 } })).status).toBe(200)
+    loopingCalls = 0
+    const res = await u.client.responses.create({ model: "loop-model", input: "go", tools: u.mcpTools })
+    expect(loopingCalls).toBe(1)
+    expect(res.status).toBe("incomplete")
+    expect(res.incomplete_details).toEqual({ reason: "budget_exhausted" })
+    const call = res.output[0] as any
+    expect(call).toMatchObject({ type: "mcp_call", status: "failed", output: null })
+    expect(call.error).toContain("budget_exhausted")
+    expect((await rows(u.platformId)).map((r) => r.request_type)).toEqual(["response"])
+    expect(Number(await used(u.endUserId))).toBeCloseTo(0.000012, 12)
+  })
+
+  it("a wallet that cannot cover the next turn stops the loop: incomplete, wallet_insufficient, what ran billed", async () => {
+    for (const stream of [false, true]) {
+      // Turn 1's estimate is about 0.002 (1000 output tokens at 2 USD per million): 0.0025
+      // covers it; after the turn and its tool call (0.001) the rest cannot cover turn 2.
+      const u = await connectedUser(0.0025)
+      loopingCalls = 0
+      const body = { model: "loop-model", input: "go", tools: u.mcpTools, max_output_tokens: 1000 }
+      const res = stream ? (await streamed(u.endUserKey, body)).last : await u.client.responses.create(body)
+      expect(loopingCalls).toBe(1)
+      expect(res.status).toBe("incomplete")
+      expect(res.incomplete_details).toEqual({ reason: "wallet_insufficient" })
+      expect(res.output.map((o: any) => [o.type, o.status])).toEqual([["mcp_call", "completed"]])
+      const { rows: [wallet] } = await gw.db.pool.query("SELECT balance_usd FROM platform_wallets WHERE platform_id = $1", [u.platformId])
+      expect(Number(wallet.balance_usd)).toBeCloseTo(0.0025 - 0.000012 - 0.001, 12)
+      expect((await rows(u.platformId)).map((r) => r.request_type).sort()).toEqual(["mcp_tool", "response"])
+    }
+  })
+
+  it("a budget suspended between turns stops the loop: the tool call is refused, incomplete with budget_suspended", async () => {
+    const u = await connectedUser()
+    loopingCalls = 0
+    beforeLoopAnswer = async (n) => {
+      if (n === 1) expect((await gw.call("PATCH", budgetPath(u), { key: u.platformKey, body: { is_suspended: true } })).status).toBe(200)
+    }
+    try {
+      const { names, last } = await streamed(u.endUserKey, { model: "loop-model", input: "go", tools: u.mcpTools })
+      expect(loopingCalls).toBe(1)
+      expect(names.at(-1)).toBe("response.incomplete")
+      expect(names).toContain("response.mcp_call.failed")
+      expect(last.status).toBe("incomplete")
+      expect(last.incomplete_details).toEqual({ reason: "budget_suspended" })
+      expect(last.output[0].error).toContain("budget_suspended")
+      expect((await rows(u.platformId)).map((r) => r.request_type)).toEqual(["response"])
+    } finally {
+      beforeLoopAnswer = async () => {}
+    }
+  })
+
+  it("the rate limiter counts each turn as a request: rpm 2 allows two turns, the third ends the response", async () => {
+    const u = await connectedUser()
+    expect((await gw.call("PUT", `/v1/platforms/${u.platformId}/end-users/${u.endUserId}/rate-limits`, {
+      key: u.platformKey,
+      body: { rpm_limit: 2 }
+    })).status).toBe(200)
+    loopingCalls = 0
+    const res = await u.client.responses.create({ model: "loop-model", input: "go", tools: u.mcpTools })
+    expect(loopingCalls).toBe(2)
+    expect(res.status).toBe("incomplete")
+    expect(res.incomplete_details).toEqual({ reason: "rate_limit_exceeded" })
+    expect(res.output.filter((o) => o.type === "mcp_call")).toHaveLength(2)
+    expect((await rows(u.platformId)).filter((r) => r.request_type === "response")).toHaveLength(2)
+    // The window is spent: a new request is refused at its first turn, with the 429 as before.
+    const next = await gw.call("POST", "/v1/responses", { key: u.endUserKey, body: { model: "loop-model", input: "go" } })
+    expect(next.status).toBe(429)
+  })
+
+  it("the rate limiter counts each turn's tokens: ten turns of 11 tokens leave 110 fewer in the tpm window", async () => {
+    const remainingAfter = async (loop: boolean) => {
+      const u = await connectedUser()
+      expect((await gw.call("PUT", `/v1/platforms/${u.platformId}/end-users/${u.endUserId}/rate-limits`, {
+        key: u.platformKey,
+        body: { tpm_limit: 100000 }
+      })).status).toBe(200)
+      if (loop) {
+        loopingCalls = 0
+        const res = await u.client.responses.create({ model: "loop-model", input: "go", tools: u.mcpTools })
+        expect(res.incomplete_details).toEqual({ reason: "max_tool_iterations" })
+        expect(loopingCalls).toBe(10)
+      }
+      const chat = await gw.call("POST", "/v1/chat/completions", {
+        key: u.endUserKey,
+        body: { model: "agent-model", messages: [{ role: "user", content: "hi" }] }
+      })
+      expect(chat.status).toBe(200)
+      return Number(chat.headers.get("x-ratelimit-remaining-tokens"))
+    }
+    const fresh = await remainingAfter(false)
+    expect(fresh).toBeGreaterThan(99000)
+    expect(await remainingAfter(true)).toBe(fresh - 110)
   })
 })

@@ -277,9 +277,14 @@ const callOnce = async (key: string, app: FakeApp, name = sample[app].name, args
 
 const resultText = (result: any): string => JSON.stringify(result.content)
 
+const topup = (platformId: string, amount: number) =>
+  gw.call("POST", `/v1/admin/platforms/${platformId}/platform-wallet/topup`, { key: gw.adminKey, body: { amount_usd: amount } })
+
 describe("OAuth round trip and tool calls", () => {
   it("connects every app, stores sealed tokens, runs a tool per app against the provider", async () => {
     const t = await tenantWithApps()
+    // The fourth call is past the free tier: paid.
+    await topup(t.platformId, 1)
     for (const app of apps) {
       const before = landing.visits.length
       const { authorizeUrl, callbackUrl, landingUrl } = await connect(t.endUserKey, app)
@@ -495,9 +500,11 @@ describe("metering", () => {
       metadata: { app_slug: "github", tool: "list_repos" }
     })
     expect(Number(after.logs[0].estimated_cost_usd)).toBe(0.001)
-    // The logs endpoint shows it too.
+    // The logs endpoint shows it too, and the wallet's debit names its log row.
     const logs = await gw.call("GET", `/v1/platforms/${t.platformId}/logs`, { key: t.platformKey })
     expect(logs.body.data.map((l: any) => [l.request_type, l.estimated_cost_usd])).toEqual([["mcp_tool", "0.001"]])
+    const walletRows = await gw.call("GET", `/v1/platforms/${t.platformId}/platform-wallet/transactions`, { key: t.platformKey })
+    expect(walletRows.body.data.filter((r: any) => r.type === "debit").map((r: any) => r.log_id)).toEqual([after.logs[0].id])
 
     // A provider error past the free tier is charged and logged with status error.
     fake.failNext("github", 500)
@@ -522,6 +529,7 @@ describe("metering", () => {
 
   it("concurrent calls get distinct counter values: exactly the calls past the free tier are billed", async () => {
     const t = await tenantWithApps()
+    await topup(t.platformId, 0.009)
     await connect(t.endUserKey, "zendesk")
     const clients = await Promise.all(Array.from({ length: 4 }, () => mcpClient(t.endUserKey, "zendesk")))
     const results = await Promise.all(
@@ -531,11 +539,106 @@ describe("metering", () => {
     const snap = await snapshot(t.platformId, t.endUserId)
     expect(snap.counter.map((c) => c.count)).toEqual([12])
     expect(snap.logs).toHaveLength(9)
-    expect(snap.wallet).toBe("-0.009")
+    expect(Number(snap.wallet)).toBe(0)
     for (const c of clients) {
       await c.transport.terminateSession()
       await c.client.close()
     }
+  })
+
+  /** The free tier of a fresh tenant used up (GATEWAY_FREE_TOOL_CALLS is 3): the next call is paid. */
+  const pastFreeTier = async (walletUsd: number | null, budgetUsd: number | null) => {
+    const t = await tenantWithApps()
+    if (walletUsd !== null) await topup(t.platformId, walletUsd)
+    if (budgetUsd !== null) {
+      expect((await gw.call("POST", `/v1/platforms/${t.platformId}/end-users/${t.endUserId}/budget`, {
+        key: t.platformKey,
+        body: { max_usd: budgetUsd }
+      })).status).toBe(201)
+    }
+    await connect(t.endUserKey, "github")
+    const mcp = await mcpClient(t.endUserKey, "github")
+    for (let i = 0; i < 3; i++) expect((await mcp.client.callTool({ name: "github_list_repos", arguments: {} })).isError ?? false).toBe(false)
+    const close = async () => {
+      await mcp.transport.terminateSession()
+      await mcp.client.close()
+    }
+    return { ...t, call: () => mcp.client.callTool({ name: "github_list_repos", arguments: {} }), close }
+  }
+
+  it("a paid call passes checks 3-5 first: an exhausted or suspended budget refuses it, nothing is written or sent", async () => {
+    const t = await pastFreeTier(10, 0.001)
+    const budgetPath = `/v1/platforms/${t.platformId}/end-users/${t.endUserId}/budget`
+    // The budget covers one paid call.
+    expect((await t.call()).isError ?? false).toBe(false)
+    const paid = await snapshot(t.platformId, t.endUserId)
+    expect(paid.used).toBe("0.001")
+    expect(paid.wallet).toBe("9.999")
+    const sent = fake.requestsFor("github").length
+
+    const exhausted = await t.call()
+    expect(exhausted.isError).toBe(true)
+    expect(resultText(exhausted)).toContain("budget_exhausted")
+    expect(await snapshot(t.platformId, t.endUserId)).toEqual(paid)
+
+    expect((await gw.call("PATCH", budgetPath, { key: t.platformKey, body: { max_usd: 5, is_suspended: true } })).status).toBe(200)
+    const suspended = await t.call()
+    expect(suspended.isError).toBe(true)
+    expect(resultText(suspended)).toContain("budget_suspended")
+    const after = await snapshot(t.platformId, t.endUserId)
+    expect({ ...after, debits: after.debits.length }).toEqual({ ...paid, debits: paid.debits.length })
+    expect(fake.requestsFor("github").length).toBe(sent)
+
+    // Lifted: paid again.
+    expect((await gw.call("PATCH", budgetPath, { key: t.platformKey, body: { is_suspended: false } })).status).toBe(200)
+    expect((await t.call()).isError ?? false).toBe(false)
+    expect((await snapshot(t.platformId, t.endUserId)).wallet).toBe("9.998")
+    await t.close()
+  })
+
+  it("a paid call the wallet cannot cover is refused: wallet_insufficient, nothing written or sent", async () => {
+    for (const wallet of [null, 0.0005]) {
+      const t = await pastFreeTier(wallet, null)
+      const before = await snapshot(t.platformId, t.endUserId)
+      const sent = fake.requestsFor("github").length
+      const refused = await t.call()
+      expect(refused.isError).toBe(true)
+      expect(resultText(refused)).toContain("wallet_insufficient")
+      expect(await snapshot(t.platformId, t.endUserId)).toEqual(before)
+      expect(before.counter.map((c) => c.count)).toEqual([3])
+      expect(fake.requestsFor("github").length).toBe(sent)
+      await t.close()
+    }
+  })
+
+  it("20 concurrent paid calls against a wallet covering 5: exactly 5 run, the wallet ends at exactly 0", async () => {
+    const t = await pastFreeTier(0.005, null)
+    const sent = fake.requestsFor("github").filter((r) => r.path === "/user/repos").length
+    const clients = await Promise.all(Array.from({ length: 4 }, () => mcpClient(t.endUserKey, "github")))
+    const results = await Promise.all(
+      Array.from({ length: 20 }, (_, i) => clients[i % 4]!.client.callTool({ name: "github_list_repos", arguments: {} }))
+    )
+    const ok = results.filter((r) => !(r.isError ?? false))
+    const refused = results.filter((r) => r.isError === true)
+    expect(ok).toHaveLength(5)
+    expect(refused).toHaveLength(15)
+    for (const r of refused) expect(resultText(r)).toContain("wallet_insufficient")
+    const snap = await snapshot(t.platformId, t.endUserId)
+    expect(Number(snap.wallet)).toBe(0)
+    expect(snap.logs).toHaveLength(5)
+    expect(snap.counter.map((c) => c.count)).toEqual([8])
+    expect(fake.requestsFor("github").filter((r) => r.path === "/user/repos").length - sent).toBe(5)
+    // Every wallet ledger row chains, and none goes below zero.
+    const { rows } = await gw.db.pool.query(
+      "SELECT balance_before::text, balance_after::text FROM platform_wallet_transactions WHERE platform_id = $1 AND type = 'debit' ORDER BY balance_before DESC",
+      [t.platformId]
+    )
+    expect(rows.map((r) => [Number(r.balance_before), Number(r.balance_after)])).toEqual([[0.005, 0.004], [0.004, 0.003], [0.003, 0.002], [0.002, 0.001], [0.001, 0]])
+    for (const c of clients) {
+      await c.transport.terminateSession()
+      await c.client.close()
+    }
+    await t.close()
   })
 })
 

@@ -52,15 +52,29 @@ export const NOT_A_MODEL_CALL = {
   token_count_method: "none"
 } as const satisfies Partial<LogRow>
 
-/** One row, in the caller's transaction (a capability run, a tool call: beside their debits). */
+/** One row, in the caller's transaction (a capability run, a tool call: beside their debits); gives its id. */
 export const insertLogRow = (sql: PgClient.PgClient, row: LogRow) =>
-  sql`INSERT INTO inference_logs (platform_id, end_user_id, request_type, provider_id, model_id, model_slug,
+  sql<{ readonly id: string }>`INSERT INTO inference_logs (platform_id, end_user_id, request_type, provider_id, model_id, model_slug,
       provider_model_id, prompt_tokens, completion_tokens, total_tokens, latency_ms, estimated_cost_usd, status,
       error_message, token_count_method, billing_status, metadata, created_at)
     VALUES (${row.platform_id}, ${row.end_user_id}, ${row.request_type}, ${row.provider_id}, ${row.model_id},
       ${row.model_slug}, ${row.provider_model_id}, ${row.prompt_tokens}, ${row.completion_tokens}, ${row.total_tokens},
       ${row.latency_ms}, ${row.estimated_cost_usd}, ${row.status}, ${row.error_message}, ${row.token_count_method},
-      ${row.billing_status}, ${sql.json(row.metadata)}, ${row.created_at})`
+      ${row.billing_status}, ${sql.json(row.metadata)}, ${row.created_at})
+    RETURNING id`
+
+/**
+ * A paid tool call's outcome on the row written when it was charged (the charge comes before
+ * the call, so the row records the money at once and the call's result once it is known).
+ */
+export const recordLogOutcome = (
+  sql: PgClient.PgClient,
+  id: string,
+  outcome: { readonly status: string; readonly error_message: string | null; readonly latency_ms: number }
+) =>
+  sql`UPDATE inference_logs SET status = ${outcome.status}, error_message = ${outcome.error_message},
+      latency_ms = ${outcome.latency_ms}
+    WHERE id = ${id}`
 
 /**
  * A group's rows as one INSERT ... SELECT, a fragment for the caller's statement (Settlements

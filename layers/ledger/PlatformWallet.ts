@@ -83,14 +83,31 @@ export class PlatformWallet extends Effect.Service<PlatformWallet>()("gateway/Pl
           FROM d CROSS JOIN w ORDER BY d.i`.pipe(Effect.asVoid)
       })
 
-    /** One settlement's debit (tool calls, capability runs): runs in the caller's transaction; may go below zero. */
+    /** One settlement's debit (capability runs): runs in the caller's transaction; may go below zero. */
     const debit = (platformId: string, amount: BigDecimal.BigDecimal, metadata: Record<string, unknown>) =>
       debitMany(platformId, [{ amount, metadata }])
 
     /**
-     * The wallet's ledger rows in backfill order (BackfillPage). A model call's debit carries the
-     * id of the log row it paid for (`log_id` in its metadata: the settlement's id); tool and
-     * capability debits and topups have none.
+     * A debit only if the balance covers it, with its wallet ledger row, in ONE statement (in
+     * the caller's transaction): the UPDATE locks the row and re-reads the balance after any
+     * concurrent change commits, so concurrent debits never take it below zero. False: refused
+     * (not enough, or no wallet), nothing written.
+     */
+    const debitIfCovered = (platformId: string, amount: BigDecimal.BigDecimal, metadata: Record<string, unknown>) =>
+      sql<{ readonly balance_usd: string }>`WITH w AS (
+          UPDATE platform_wallets SET balance_usd = balance_usd - ${sqlDec(amount)}::numeric, updated_at = now()
+          WHERE platform_id = ${platformId} AND balance_usd >= ${sqlDec(amount)}::numeric
+          RETURNING balance_usd),
+        t AS (
+          INSERT INTO platform_wallet_transactions (platform_id, type, amount_usd, balance_before, balance_after, reason, metadata)
+          SELECT ${platformId}, 'debit', ${sqlDec(amount)}, w.balance_usd + ${sqlDec(amount)}::numeric, w.balance_usd, NULL, ${sql.json(metadata)}
+          FROM w)
+        SELECT balance_usd::text FROM w`.pipe(Effect.map((rows) => rows.length > 0))
+
+    /**
+     * The wallet's ledger rows in backfill order (BackfillPage). A model call's or paid tool
+     * call's debit carries the id of the log row it paid for (`log_id` in its metadata); capability
+     * debits and topups have none.
      */
     const transactions = (platformId: string, params: BackfillParams) =>
       backfillPage<WalletTransactionRow>(sql, {
@@ -116,6 +133,6 @@ export class PlatformWallet extends Effect.Service<PlatformWallet>()("gateway/Pl
         next_cursor: page.next
       })))
 
-    return { get, topup, debit, debitMany, transactions } as const
+    return { get, topup, debit, debitIfCovered, debitMany, transactions } as const
   })
 }) {}

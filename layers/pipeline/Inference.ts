@@ -1,16 +1,17 @@
 // Inference: the one pipeline behind chat completions. The five pre-flight checks (Preflight) run
-// in the spec's order as a typed error channel (none reaches the upstream), then routing with failover,
+// in the spec's order as a typed error channel (none reaches the upstream); a later turn of one
+// request (the hybrid loop) passes checks 2 to 5 again (admitTurn). Then routing with failover,
 // then settlement (budget debit row, platform wallet debit, inference log; InferenceSettlement),
 // queued for the grouped writer in Settlements. A stream's tally is InferenceStream.
 import { PgClient } from "@effect/sql-pg"
 import { BigDecimal, Cause, Effect, type Exit, Option, Stream, type Tracer } from "effect"
 import { randomUUID } from "node:crypto"
 import type { ChatChunk, ChatCompletion, ChatRequest } from "../../schemas/Chat.js"
-import type { BadGateway, GatewayTimeout } from "../../schemas/Errors.js"
+import type { BadGateway, GatewayTimeout, PaymentRequired } from "../../schemas/Errors.js"
 import { countConfig, durationMsConfig } from "../lib/ConfigValues.js"
 import { objectId } from "../lib/Ids.js"
 import { callSpans, tracingEnabled, withTraceparent } from "../lib/CurrentSpan.js"
-import { AdmissionCache } from "./AdmissionCache.js"
+import { AdmissionCache, type CachedAdmission } from "./AdmissionCache.js"
 import { type AdmissionSnapshot, loadAdmissionSnapshot } from "./AdmissionSnapshot.js"
 import { ProviderKeys } from "../tenancy/ProviderKeys.js"
 import { BudgetLedger } from "../ledger/BudgetLedger.js"
@@ -38,10 +39,11 @@ import {
   checkRateLimit,
   checkSuspension,
   checkWallet,
+  type PreflightError,
   refusedWhateverTheSize,
   type RequestType
 } from "./Preflight.js"
-import { RateLimiter } from "./RateLimiter.js"
+import { RateLimiter, type RateLimitExceeded } from "./RateLimiter.js"
 import { countPromptTokens, countPromptTokensYielding, countTextTokensYielding, promptChars, SLICE_CHARS } from "../platform/Tokenizer.js"
 import { UpstreamAdapters } from "./upstream/Adapters.js"
 import type { UpstreamError } from "./upstream/Upstream.js"
@@ -130,6 +132,20 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
       const platformId = caller.platformId
       const endUserId = caller._tag === "EndUserKey" ? caller.endUserId : null
       const entry = yield* admissionCache.getOrLoad(platformId, endUserId, model, loadEntry(platformId, endUserId, model))
+      return withQueued(entry, platformId, endUserId)
+    })
+    /**
+     * A later turn's snapshot, read past the cache: what happened between the turns (a paid
+     * tool call's debit, a suspension written on any instance) counts for the next turn.
+     */
+    const readFreshSnapshot = Effect.fnUntraced(function*(caller: Caller, model: string) {
+      const platformId = caller.platformId
+      const endUserId = caller._tag === "EndUserKey" ? caller.endUserId : null
+      const { entry } = yield* loadEntry(platformId, endUserId, model)
+      return withQueued(entry, platformId, endUserId)
+    })
+    /** The entry's snapshot with the queued costs it does not include. */
+    const withQueued = (entry: CachedAdmission, platformId: string, endUserId: string | null): AdmissionSnapshot => {
       const totals = settlements.submitted(platformId, endUserId)
       const budget = BigDecimal.sum(entry.unsettled.budget, BigDecimal.subtract(totals.budget, entry.totals.budget))
       const wallet = BigDecimal.sum(entry.unsettled.wallet, BigDecimal.subtract(totals.wallet, entry.totals.wallet))
@@ -139,7 +155,7 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
         walletBalance: BigDecimal.subtract(entry.snapshot.walletBalance, wallet)
       }
       return snapshot
-    })
+    }
 
     /**
      * The five checks, in the spec's order, on one snapshot read in a single round trip;
@@ -152,10 +168,7 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
       const maxTokens = yield* step("preflight.model", () => checkModel(caller, request, snapshot.candidates, chars, requestType, maxPromptChars))
       // A small prompt is counted at once, as part of this step; a large one in slices.
       const promptEstimate = chars <= SLICE_CHARS ? countPromptTokens(request.messages) : yield* estimateLargePrompt(caller, snapshot, request)
-      const { limits, rateLimit } = yield* step("preflight.rate_limit", () => checkRateLimit(caller, snapshot, promptEstimate, limiter))
-      const live = yield* step("preflight.suspension", () => checkSuspension(caller, snapshot, clock.unsafeCurrentTimeMillis(), liveBudget))
-      yield* step("preflight.budget", () => checkBudget(live?.is_active === true ? live : null, snapshot))
-      yield* step("preflight.wallet", () => checkWallet(snapshot, promptEstimate, maxTokens))
+      const spend = yield* spendChecks(caller, snapshot, promptEstimate, maxTokens)
       const admitted: Admitted = {
         requestId: objectId(requestType === "response" ? "resp_" : "chatcmpl-"),
         requestType,
@@ -163,24 +176,58 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
         request,
         candidates: orderCandidates(snapshot.candidates),
         promptEstimate,
-        limits,
-        rateLimit,
-        displaySettings: caller._tag === "EndUserKey" ? snapshot.settings.end_user_wallet ?? null : null,
-        budget: live === null ? null : live.is_active ? budgetExpectation(live) : undefined,
+        ...spend,
         startedAt
       }
       return admitted
     })
-    const admit = (caller: Caller, request: ChatRequest, requestType: RequestType = "chat.completion") =>
-      checks(caller, request, requestType).pipe(
+
+    /** Checks 2 to 5 (what the call may spend: rate, suspension, budget, wallet) on a snapshot; gives what settlement needs of them. */
+    const spendChecks = Effect.fnUntraced(function*(caller: Caller, snapshot: AdmissionSnapshot, promptEstimate: number, maxTokens: number | undefined) {
+      const { limits, rateLimit } = yield* step("preflight.rate_limit", () => checkRateLimit(caller, snapshot, promptEstimate, limiter))
+      const live = yield* step("preflight.suspension", () => checkSuspension(caller, snapshot, clock.unsafeCurrentTimeMillis(), liveBudget))
+      yield* step("preflight.budget", () => checkBudget(live?.is_active === true ? live : null, snapshot))
+      yield* step("preflight.wallet", () => checkWallet(snapshot, promptEstimate, maxTokens))
+      return {
+        limits,
+        rateLimit,
+        displaySettings: caller._tag === "EndUserKey" ? snapshot.settings.end_user_wallet ?? null : null,
+        budget: live === null ? null : live.is_active ? budgetExpectation(live) : undefined
+      }
+    })
+
+    /**
+     * A later turn of one request (the hybrid loop): checks 2 to 5 again, on a fresh snapshot
+     * that holds the earlier turns' costs; check 1 passed for the request. The rate limiter
+     * counts the turn as a request of its own, with its prompt's tokens, as every upstream call is.
+     */
+    const turnChecks = Effect.fnUntraced(function*(previous: Admitted, request: ChatRequest) {
+      const startedAt = clock.unsafeCurrentTimeMillis()
+      const caller = previous.caller
+      const snapshot = yield* readFreshSnapshot(caller, request.model)
+      const promptEstimate = promptChars(request.messages) <= SLICE_CHARS
+        ? countPromptTokens(request.messages)
+        : yield* estimateLargePrompt(caller, snapshot, request)
+      const spend = yield* spendChecks(caller, snapshot, promptEstimate, request.max_tokens ?? request.max_completion_tokens)
+      const admitted: Admitted = { ...previous, request, promptEstimate, ...spend, startedAt }
+      return admitted
+    })
+    const admitTurn = (previous: Admitted, request: ChatRequest): Effect.Effect<Admitted, RateLimitExceeded | PaymentRequired> =>
+      turnChecks(previous, request).pipe(admission("Inference.admitTurn", previous.caller, request, previous.requestType))
+    /** An admission's refusals counted by code, in a span named for it. */
+    const admission = (name: string, caller: Caller, request: ChatRequest, requestType: RequestType) =>
+    <A, E extends PreflightError>(self: Effect.Effect<A, E>): Effect.Effect<A, E> =>
+      self.pipe(
         Effect.tapError((e) => Effect.sync(() => rejectionsBy("code" in e ? e.code : "rate_limit_exceeded").unsafeUpdate(1, []))),
-        span("Inference.admit", () => ({
+        span(name, () => ({
           "gen_ai.operation.name": requestType === "response" ? "responses" : "chat",
           "gen_ai.request.model": request.model,
           "platform.id": caller.platformId,
           ...(caller._tag === "EndUserKey" ? { "end_user.id": caller.endUserId } : {})
         }))
       )
+    const admit = (caller: Caller, request: ChatRequest, requestType: RequestType = "chat.completion") =>
+      checks(caller, request, requestType).pipe(admission("Inference.admit", caller, request, requestType))
 
     const noParent = Effect.succeed(Option.none<Tracer.Span>())
 
@@ -315,6 +362,6 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
       return { chunks: body, dropped: tally.dropped }
     })
 
-    return { admit, complete, stream, settle } as const
+    return { admit, admitTurn, complete, stream, settle } as const
   })
 }) {}

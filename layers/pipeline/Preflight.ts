@@ -6,6 +6,7 @@
 // runs them in order, each in a span when tracing is on; none reaches an upstream or moves money.
 import { BigDecimal, type Context, Effect, Either } from "effect"
 import type { ChatRequest } from "../../schemas/Chat.js"
+import type { PlatformSettings } from "../../schemas/Platforms.js"
 import { Forbidden, NotFound, PaymentRequired, ValidationError } from "../../schemas/Errors.js"
 import { dec, perMillion } from "../lib/Money.js"
 import { currentPeriodStart } from "../lib/Periods.js"
@@ -19,6 +20,7 @@ import type { RateLimiter, RateLimitExceeded, RateLimits, RateLimitState } from 
 
 export type Caller = PlatformPrincipal | EndUserPrincipal
 export type RequestType = "chat.completion" | "response"
+export type WalletSettings = NonNullable<PlatformSettings["end_user_wallet"]>
 export type PreflightError = Forbidden | NotFound | ValidationError | RateLimitExceeded | PaymentRequired
 
 /** Cap assumed for the estimate when the request sets no max_tokens. */
@@ -123,13 +125,24 @@ export const checkSuspension = (
  * Check 4: remaining > 0 on the USD ledger (open capability holds count), then on the display
  * ledger. `budget` is the live budget when active, else null (no budget: nothing to check).
  */
-export const checkBudget = (budget: BudgetRow | null, snapshot: AdmissionSnapshot): Either.Either<void, PaymentRequired> => {
-  if (budget === null) return Either.void
-  const remaining = BigDecimal.subtract(BigDecimal.subtract(dec(budget.max_usd), dec(budget.used_usd)), snapshot.held)
+export const checkBudget = (budget: BudgetRow | null, snapshot: AdmissionSnapshot): Either.Either<void, PaymentRequired> =>
+  budget === null ? Either.void : budgetRemains(budget, snapshot.held, snapshot.settings.end_user_wallet ?? null)
+
+/**
+ * Check 4 on a live, active budget: remaining > 0 on the USD ledger once `held` (open capability
+ * holds, queued costs) is subtracted, then on the display ledger. Shared by model calls and paid
+ * tool calls.
+ */
+export const budgetRemains = (
+  budget: BudgetRow,
+  held: BigDecimal.BigDecimal,
+  display: WalletSettings | null
+): Either.Either<void, PaymentRequired> => {
+  const remaining = BigDecimal.subtract(BigDecimal.subtract(dec(budget.max_usd), dec(budget.used_usd)), held)
   if (BigDecimal.lessThanOrEqualTo(remaining, ZERO)) {
     return Either.left(new PaymentRequired({ code: "budget_exhausted", param: "usd_ledger", message: "The USD budget is exhausted" }))
   }
-  if (displayExhausted(budget, snapshot.settings.end_user_wallet ?? null)) {
+  if (displayExhausted(budget, display)) {
     return Either.left(new PaymentRequired({ code: "budget_exhausted", param: "display_ledger", message: "The display balance is exhausted" }))
   }
   return Either.void
@@ -159,12 +172,21 @@ export const checkWallet = (
     perMillion(promptEstimate, maxBy(snapshot.candidates.map((c) => c.inputUsdPerMtok))),
     perMillion(maxTokens ?? DEFAULT_MAX_TOKENS, maxBy(snapshot.candidates.map((c) => c.outputUsdPerMtok)))
   )
-  if (BigDecimal.lessThan(snapshot.walletBalance, estimate)) {
-    return Either.left(new PaymentRequired({
-      code: "wallet_insufficient",
-      param: "platform_wallet",
-      message: `The platform wallet cannot cover the estimated cost (${BigDecimal.format(estimate)} USD)`
-    }))
-  }
-  return Either.void
+  return walletCovers(snapshot.walletBalance, estimate, "estimated cost")
 }
+
+/** Check 5 on an amount: the wallet's balance covers it (`what` names the amount in the message). */
+export const walletCovers = (
+  balance: BigDecimal.BigDecimal,
+  amount: BigDecimal.BigDecimal,
+  what: string
+): Either.Either<void, PaymentRequired> =>
+  BigDecimal.lessThan(balance, amount) ? Either.left(walletRefusal(amount, what)) : Either.void
+
+/** Check 5's refusal: the wallet cannot cover `amount`. */
+export const walletRefusal = (amount: BigDecimal.BigDecimal, what: string): PaymentRequired =>
+  new PaymentRequired({
+    code: "wallet_insufficient",
+    param: "platform_wallet",
+    message: `The platform wallet cannot cover the ${what} (${BigDecimal.format(amount)} USD)`
+  })

@@ -1,18 +1,35 @@
 // The hybrid MCP tool loop: the request's `type: mcp` items resolved to tool-app tools offered to
 // the model, and the loop that runs the model's calls of them inline, turn after turn.
-import { Effect } from "effect"
+import { Effect, Either } from "effect"
 import type { ChatCompletion, ChatMessage, FunctionTool, ToolCall, Usage } from "../../schemas/Chat.js"
-import { Forbidden, ValidationError } from "../../schemas/Errors.js"
+import { Forbidden, type PaymentRequired, ValidationError } from "../../schemas/Errors.js"
 import type { OutputItem, ResponsesRequest } from "../../schemas/Responses.js"
 import type { EndUserPrincipal, KeyAuth } from "../access/KeyAuth.js"
 import type { Admitted, Caller, Inference } from "../pipeline/Inference.js"
+import type { RateLimitExceeded } from "../pipeline/RateLimiter.js"
 import { PERSONAL, PERSONAL_LABEL, type ToolHost, type ToolListing } from "../tools/ToolHost.js"
 import type { ToolResult } from "../tools/apps/ToolApp.js"
 import { itemId, toOutput } from "./Items.js"
 
 /** The hybrid loop's cap: model turns per request (spec "Limits"). */
 const MAX_ITERATIONS = 10
-const NO_LIMITS = { rpm: null, tpm: null, rpd: null }
+
+/**
+ * Why a response ended incomplete: the loop's cap, or a later turn's refusal by checks 2 to 5
+ * (the refusal's code). OpenAI's reasons are max_output_tokens and content_filter; these extend them.
+ */
+export type IncompleteReason = "max_tool_iterations" | "rate_limit_exceeded" | PaymentRequired["code"]
+
+const refusalReason = (refusal: RateLimitExceeded | PaymentRequired): IncompleteReason =>
+  refusal._tag === "RateLimitExceeded" ? "rate_limit_exceeded" : refusal.code
+
+/** What the loop gives: the output items, the turns' usage summed, and how it ended. */
+export interface LoopResult {
+  readonly output: Array<OutputItem>
+  readonly usage: Usage
+  readonly status: "completed" | "incomplete"
+  readonly incompleteReason: IncompleteReason | null
+}
 
 /** A hosted tool offered to the model: which app serves it, as which end user. */
 export interface HostedTarget {
@@ -97,7 +114,7 @@ export const makeHostedTools = (deps: {
     return { byName, chatTools, servers }
   })
 
-  /** Runs one hosted call (metered by ToolHost); app errors become a failed mcp_call item. */
+  /** Runs one hosted call (metered by ToolHost); app errors and refused paid calls become a failed mcp_call item. */
   const runHostedCall = Effect.fnUntraced(function*(target: HostedTarget, call: ToolCall) {
     let args: unknown
     try {
@@ -129,19 +146,25 @@ export const makeHostedTools = (deps: {
    * The hybrid loop: call the model; when it asks only for tool-app tools, run them inline and
    * call it again (at most MAX_ITERATIONS turns, each settled and logged as `response`); any
    * function tool ends the loop at once so the client can run it. Without hosted tools this
-   * is a single call.
+   * is a single call. Every turn after the first passes checks 2 to 5 again (Inference.admitTurn):
+   * a refused turn ends the response as incomplete with the refusal's code as the reason, the
+   * output so far kept and the turns before it billed.
    */
   const runLoop = Effect.fnUntraced(function*(prepared: { readonly admitted: Admitted; readonly hosted: HostedTools }) {
-    const { admitted, hosted } = prepared
+    const { hosted } = prepared
     const output: Array<OutputItem> = []
+    let admitted = prepared.admitted
     let messages = [...admitted.request.messages]
     let usage: Usage = { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 }
+    const incomplete = (reason: IncompleteReason): LoopResult => ({ output, usage, status: "incomplete", incompleteReason: reason })
     for (let turn = 0; turn < MAX_ITERATIONS; turn++) {
-      // Later turns reuse the admission; the rate limiter counted the request once.
-      const step = turn === 0
-        ? admitted
-        : { ...admitted, request: { ...admitted.request, messages: messages as [ChatMessage, ...Array<ChatMessage>] }, limits: NO_LIMITS }
-      const completion: ChatCompletion = yield* inference.complete(step)
+      if (turn > 0) {
+        const request = { ...admitted.request, messages: messages as [ChatMessage, ...Array<ChatMessage>] }
+        const next = yield* Effect.either(inference.admitTurn(admitted, request))
+        if (Either.isLeft(next)) return incomplete(refusalReason(next.left))
+        admitted = next.right
+      }
+      const completion: ChatCompletion = yield* inference.complete(admitted)
       usage = {
         prompt_tokens: usage.prompt_tokens + completion.usage.prompt_tokens,
         completion_tokens: usage.completion_tokens + completion.usage.completion_tokens,
@@ -153,7 +176,8 @@ export const makeHostedTools = (deps: {
       if (calls.length === 0 || hostedCalls.length < calls.length) {
         // A final answer, or a function tool for the client: its hosted calls are not run.
         output.push(...toOutput(message?.content ?? null, calls.filter((c) => !hosted.byName.has(c.function.name)), "completed"))
-        return { output, usage, status: "completed" as const }
+        const done: LoopResult = { output, usage, status: "completed", incompleteReason: null }
+        return done
       }
       messages = [...messages, { role: "assistant", content: message?.content ?? null, tool_calls: calls }]
       for (const call of hostedCalls) {
@@ -163,7 +187,7 @@ export const makeHostedTools = (deps: {
         messages = [...messages, { role: "tool", tool_call_id: call.id, content: result.text }]
       }
     }
-    return { output, usage, status: "incomplete" as const }
+    return incomplete("max_tool_iterations")
   })
 
   return { resolveHosted, runLoop } as const

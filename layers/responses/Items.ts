@@ -110,7 +110,9 @@ export const responseObject = (
   status: ResponseObject["status"],
   output: ReadonlyArray<OutputItem>,
   usage: Usage | null,
-  threadId: string | null
+  threadId: string | null,
+  /** Why an incomplete response stopped (Hosted.IncompleteReason). */
+  incompleteReason: string | null = null
 ): ResponseObject => ({
   id,
   object: "response",
@@ -123,7 +125,7 @@ export const responseObject = (
   thread_id: threadId,
   instructions: body.instructions ?? null,
   error: null,
-  incomplete_details: status === "incomplete" ? { reason: "max_tool_iterations" } : null,
+  incomplete_details: status === "incomplete" && incompleteReason !== null ? { reason: incompleteReason } : null,
   tools: body.tools ?? [],
   parallel_tool_calls: true,
   tool_choice: body.tool_choice ?? "auto",

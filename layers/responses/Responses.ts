@@ -66,7 +66,7 @@ export class Responses extends Effect.Service<Responses>()("gateway/Responses", 
       yield* storeSettled(caller, admitted.requestId, body, input, output, result.usage, result.status, threadId, createdAt)
       return {
         admitted,
-        response: responseObject(admitted.requestId, body, createdAt, result.status, output, result.usage, threadId)
+        response: responseObject(admitted.requestId, body, createdAt, result.status, output, result.usage, threadId, result.incompleteReason)
       }
     })
 
@@ -123,7 +123,7 @@ export class Responses extends Effect.Service<Responses>()("gateway/Responses", 
       const run = yield* runLoop(prepared)
       const result = { ...run, output: toStorable(run.output) }
       yield* storeSettled(caller, id, body, input, result.output, result.usage, result.status, threadId, createdAt)
-      const done = responseObject(id, body, createdAt, result.status, result.output, result.usage, threadId)
+      const done = responseObject(id, body, createdAt, result.status, result.output, result.usage, threadId, result.incompleteReason)
       const events: Stream.Stream<ResponseEvent> = Stream.fromIterable(hostedEvents(event, hosted.servers, result, created, done))
       return { admitted, events }
     })

@@ -10,7 +10,7 @@ import type { Connections } from "./Connections.js"
 import type { makeMetering } from "./Metering.js"
 import type { AppUrls } from "./OAuth.js"
 import { type makePersonalTools, PERSONAL, PERSONAL_LABEL } from "./Personal.js"
-import { reauthNeeded, text } from "./ToolResults.js"
+import { reauthNeeded, refused, text } from "./ToolResults.js"
 import { requireToolScope } from "./ToolScope.js"
 import type { ToolApp, ToolResult } from "./apps/ToolApp.js"
 
@@ -47,9 +47,10 @@ export const makeToolCalls = ({ accessTokens, activations, connections, metering
     )
 
   /**
-   * Runs one tool as the end user and meters it. Only calls that reached the provider count
-   * (and, past the free tier, cost); a 401 from the provider marks the connection for re-auth
-   * and is not charged. App-level failures are `isError` results, never Effect failures.
+   * Runs one tool as the end user and meters it. Only calls that go to the provider count
+   * (and, past the free tier, cost, paid before the call: checks 3 to 5 may refuse it); a 401
+   * from the provider marks the connection for re-auth. App-level failures and refusals are
+   * `isError` results, never Effect failures.
    */
   const callAppTool = (principal: EndUserPrincipal, slug: string, toolName: string, args: Readonly<Record<string, unknown>>) =>
     Effect.gen(function*() {
@@ -60,6 +61,10 @@ export const makeToolCalls = ({ accessTokens, activations, connections, metering
       if (tool === undefined) return text(`Unknown tool ${toolName} for app ${slug}`, true)
       const token = yield* accessTokens.accessToken(principal, app, act)
       if (Either.isLeft(token)) return token.left
+      // Counted, and past the free tier paid, before it reaches the provider.
+      const charged = yield* metering.charge(principal, { appSlug: app.slug, tool: tool.name })
+      if (charged._tag === "Refused") return refused(charged.refusal)
+      if (charged._tag === "Unavailable") return text(`The ${slug} tool ${tool.name} could not be metered and did not run; nothing was charged`, true)
       const started = yield* Clock.currentTimeMillis
       const outcome = yield* tool.run({ apiUrl: urlsOf(app).apiUrl, accessToken: token.right.value }, args).pipe(
         Effect.catchAllDefect((defect) =>
@@ -78,9 +83,7 @@ export const makeToolCalls = ({ accessTokens, activations, connections, metering
         ? outcome.right
         : text(`${slug} API error${outcome.left.status === null ? "" : ` (HTTP ${outcome.left.status})`}: ${outcome.left.message}`, true)
       const failed = result.isError === true
-      yield* metering.record(principal, {
-        appSlug: app.slug,
-        tool: tool.name,
+      yield* metering.record(charged, {
         status: failed ? "error" : "success",
         errorMessage: failed ? (result.content[0]?.text ?? "error").slice(0, 1000) : null,
         latencyMs

@@ -5,6 +5,7 @@ import { Effect } from "effect"
 import { BudgetLedger } from "../ledger/BudgetLedger.js"
 import { DisplayLedger } from "../ledger/DisplayLedger.js"
 import { PlatformWallet } from "../ledger/PlatformWallet.js"
+import { Settlements } from "../ledger/Settlements.js"
 import { Crypto } from "../platform/Crypto.js"
 import { Capabilities } from "../capabilities/Capabilities.js"
 import { makeAccessTokens } from "./AccessTokens.js"
@@ -25,7 +26,7 @@ export type { CallbackQuery } from "./OAuthFlow.js"
 export { PERSONAL, PERSONAL_LABEL } from "./Personal.js"
 
 export class ToolHost extends Effect.Service<ToolHost>()("gateway/ToolHost", {
-  dependencies: [BudgetLedger.Default, Capabilities.Default, Crypto.Default, DisplayLedger.Default, PlatformWallet.Default, Skills.Default],
+  dependencies: [BudgetLedger.Default, Capabilities.Default, Crypto.Default, DisplayLedger.Default, PlatformWallet.Default, Settlements.Default, Skills.Default],
   scoped: Effect.gen(function*() {
     const metering = yield* makeMetering
     const appUrls = yield* loadAppUrls.pipe(Effect.orDie)

@@ -1,5 +1,6 @@
 // The tool results the host answers itself: app-level refusals are `isError` results the model
 // can read, never Effect failures.
+import type { PaymentRequired } from "../../schemas/Errors.js"
 import type { ToolResult } from "./apps/ToolApp.js"
 
 export const text = (message: string, isError = false): ToolResult => ({
@@ -20,3 +21,7 @@ export const reauthNeeded = (slug: string) =>
       `/oauth/authorize?app=${slug} on the tool service.`,
     true
   )
+
+/** A paid call refused by checks 3 to 5 before it ran: the refusal's code leads, as in a 402 body. */
+export const refused = (refusal: PaymentRequired) =>
+  text(`Tool call refused (${refusal.code}): ${refusal.message}. Nothing was charged.`, true)
