@@ -257,11 +257,13 @@ describe("backfill never skips a row", () => {
     for (const p of pollers) await p.poll()
     for (const p of pollers) {
       // The premise: A's row is older by time and newer by sequence than B's.
+      // Times compared in Postgres, at its microsecond precision (two rows may share a millisecond).
       const { rows: [rowA, rowB] } = await gw.db.pool.query(
-        `SELECT id, created_at, seq FROM ${p.table} WHERE platform_id = $1 AND reason IN ('A', 'B') ORDER BY reason`,
+        `SELECT id, seq, created_at < (SELECT created_at FROM ${p.table} WHERE platform_id = $1 AND reason = 'B') AS earlier
+         FROM ${p.table} WHERE platform_id = $1 AND reason IN ('A', 'B') ORDER BY reason`,
         [t.platformId]
       )
-      expect(rowA.created_at < rowB.created_at && Number(rowA.seq) > Number(rowB.seq), p.table).toBe(true)
+      expect(rowA.earlier === true && Number(rowA.seq) > Number(rowB.seq), p.table).toBe(true)
       expect([...p.seen].sort(), p.table).toEqual(await allIds(p.table, t))
       expect(new Set(p.seen).size, `${p.table}: no row twice`).toBe(p.seen.length)
       expect(p.seen.indexOf(rowA.id), `${p.table}: A's row comes first`).toBeLessThan(p.seen.indexOf(rowB.id))
