@@ -14,7 +14,8 @@ import { randomUUID } from "node:crypto"
 import { durationMsConfig } from "../lib/ConfigValues.js"
 import { isDatabaseOutage } from "../lib/SqlErrors.js"
 import { type Settlement, settlementFromJson, settlementJson } from "./Settlement.js"
-import { callRecordsEnabled, settlementSynchronousCommit, Settlements, settlementWaitMs } from "./Settlements.js"
+import { Settlements } from "./Settlements.js"
+import { callRecordsEnabled, settlementSynchronousCommit, settlementWaitMs } from "./SettlementSettings.js"
 
 /** The advisory lock space of instance liveness (an int4; the second key is the instance id's hash). */
 export const LIVENESS_LOCK_SPACE = 72_133_812

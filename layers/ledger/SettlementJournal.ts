@@ -5,10 +5,14 @@
 // journal may hold settlements that were written already.
 // Journals are segment files under GATEWAY_DATA_DIR/settlements: a segment whose settlements are
 // all written is deleted (the current one truncated). The writes are not fsynced: they survive
-// the process, not the machine (docs/decisions.md).
+// the process, not the machine (docs/decisions.md). With call records on (CallRecords) a
+// settlement is journaled only while the settlement writer is stuck.
+import { PgClient } from "@effect/sql-pg"
+import { Config, Effect, type Scope } from "effect"
 import { randomBytes } from "node:crypto"
 import { closeSync, ftruncateSync, mkdirSync, openSync, readdirSync, readFileSync, unlinkSync, writeSync } from "node:fs"
 import { basename, join } from "node:path"
+import { dataDir } from "../platform/EmbeddedPostgres.js"
 import { type Settlement, settlementFromJson, settlementJson } from "./Settlement.js"
 
 export interface JournalLimits {
@@ -164,3 +168,27 @@ export const openJournal = (dir: string, database: string, limits: JournalLimits
     }
   }
 }
+
+/**
+ * This instance's settlement journal (GATEWAY_SETTLEMENT_JOURNAL, default on) under
+ * GATEWAY_DATA_DIR/settlements, closed when the scope closes: opened before the writer starts,
+ * it closes after the queue drained.
+ */
+export const openSettlementJournal: Effect.Effect<Journal | null, never, PgClient.PgClient | Scope.Scope> = Effect.gen(function*() {
+  const enabled = yield* Config.boolean("GATEWAY_SETTLEMENT_JOURNAL").pipe(Config.withDefault(true))
+  if (!enabled) return null
+  const sql = yield* PgClient.PgClient
+  const [identity] = yield* sql<{ readonly id: string }>`SELECT id::text AS id FROM database_identity`
+  const dir = join(yield* dataDir, "settlements")
+  return yield* Effect.acquireRelease(
+    Effect.try({
+      try: () => openJournal(dir, identity!.id),
+      catch: (error) => new Error(`settlement journal: cannot open ${dir} (GATEWAY_SETTLEMENT_JOURNAL=false turns it off): ${error}`)
+    }),
+    (journal) =>
+      Effect.suspend(() => {
+        const kept = journal.close()
+        return kept.length === 0 ? Effect.void : Effect.logWarning(`settlement journal: unwritten settlements kept for the next start in ${kept.join(", ")}`)
+      })
+  )
+}).pipe(Effect.orDie)

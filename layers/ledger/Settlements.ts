@@ -1,29 +1,26 @@
-// Settlements: the writes of served calls (log row, budget debit, platform wallet debit). A
-// call's settlement is queued when its answer is complete, and the answer ends only once it is
-// committed (`settle`): a call whose answer reached its client is in Postgres, whatever happens
-// to this instance and its disk afterwards. One writer fiber commits what is queued in groups
-// (the calls that finished while the previous group committed: group commit): the common group
-// by one statement (SettleAtOnce), any other by a transaction (SettleInTransaction).
+// Settlements: the writes of served calls (log row, budget debit, platform wallet debit) leave
+// the request path. A call's settlement is queued when its answer is complete; one writer fiber
+// commits what is queued in groups: the common group by one statement (SettleAtOnce), any other
+// by a transaction (SettleInTransaction). With call records (CallRecords) the settlement is on
+// record in Postgres before the answer ends, and the commit deletes the record.
 // Until it commits, a settlement is "pending": admission adds pending costs to what it reads
 // (exact, see `unsettled` and `submitted`), and the API's reads wait for the caller's platform
 // (`awaitPlatform`), so a client never sees its own call missing. Shutdown drains the queue.
-// While Postgres is unreachable answers do not wait: settlements stay queued, and journaled to
-// disk (SettlementJournal), so the same instance restarted on the same disk queues them again.
+// Queued settlements are journaled to disk (SettlementJournal) for the next start on the same
+// disk: every one without call records, and with them only while the writer is stuck.
 import type { SqlError } from "@effect/sql/SqlError"
 import { PgClient } from "@effect/sql-pg"
-import { BigDecimal, Cause, Chunk, Clock, Config, Deferred, Duration, Effect, Exit, FiberId, Layer, Option, Queue, Schedule, type Scope } from "effect"
-import { join } from "node:path"
-import { durationMsConfig } from "../lib/ConfigValues.js"
+import { BigDecimal, Cause, Chunk, Clock, Deferred, Duration, Effect, Exit, FiberId, Layer, Option, Queue, Schedule } from "effect"
 import { isDatabaseOutage, isDeadlock, isQueryCanceled } from "../lib/SqlErrors.js"
 import { shutdownTimeout } from "../lib/StopTimes.js"
 import { BudgetLedger } from "./BudgetLedger.js"
 import type { Settlement } from "./Settlement.js"
-import { dataDir } from "../platform/EmbeddedPostgres.js"
 import { settlementGroups, taggedBy } from "../platform/Metrics.js"
 import { PlatformWallet } from "./PlatformWallet.js"
 import { atOnceCandidate, installSettleAtOnce, settleAtOnce } from "./SettleAtOnce.js"
 import { makeSettleInTransaction } from "./SettleInTransaction.js"
-import { type Journal, openJournal, type Segment } from "./SettlementJournal.js"
+import { openSettlementJournal, type Segment } from "./SettlementJournal.js"
+import { callRecordsEnabled, settlementLingerMs, settlementSynchronousCommit, settlementWaitMs } from "./SettlementSettings.js"
 
 interface Entry {
   readonly settlement: Settlement
@@ -45,30 +42,6 @@ const GROUP_SIZE = 256
  * settlements in memory long enough to survive garbage collections: low load only.
  */
 const LINGER_MS = 5
-/** The writer's wait at low load (0: none; see LINGER_MS). */
-export const settlementLingerMs = durationMsConfig("GATEWAY_SETTLEMENT_LINGER", 25)
-/**
- * How long an answer waits for its settlement's commit before the writer is taken as stuck (a
- * database outage or a lock): past it, answers stop waiting and settlements are journaled.
- */
-export const settlementWaitMs = durationMsConfig("GATEWAY_SETTLEMENT_WAIT", 5_000, 1)
-/**
- * GATEWAY_CALL_RECORDS: calls are put on record in Postgres (CallRecords), so any instance settles
- * the calls of a dead one, and the journal is written only while the database cannot take
- * records. Off (the default): every queued settlement is journaled on this instance's disk.
- */
-export const callRecordsEnabled = Config.boolean("GATEWAY_CALL_RECORDS").pipe(Config.withDefault(false))
-
-/**
- * GATEWAY_SETTLEMENT_SYNCHRONOUS_COMMIT: on, settlement and call-record commits wait for the
- * server's own setting (the WAL flush, and synchronous replicas if configured); off, a commit
- * returns once Postgres has it: a crash of the gateway loses nothing, a crash of Postgres itself
- * can lose the last moments of commits (docs/decisions.md). Default: off with call records (an
- * answer waits for its record's commit), on without.
- */
-export const settlementSynchronousCommit = Config.boolean("GATEWAY_SETTLEMENT_SYNCHRONOUS_COMMIT").pipe(
-  Config.orElse(() => callRecordsEnabled.pipe(Config.map((records) => !records)))
-)
 const LOW_LOAD_GROUP = 16
 /** Postgres unreachable: retry a group with backoff capped at 5 s, for up to 15 minutes. */
 const OUTAGE_RETRY = Schedule.exponential("200 millis").pipe(Schedule.union(Schedule.spaced("5 seconds")), Schedule.upTo("15 minutes"))
@@ -84,30 +57,6 @@ const outageIn = (cause: Cause.Cause<unknown>) =>
 const ZERO = BigDecimal.make(0n, 0)
 const groupsBy = taggedBy(settlementGroups, "path")
 const countGroup = (path: "statement" | "transaction") => Effect.sync(() => groupsBy(path).unsafeUpdate(1, []))
-
-/**
- * This instance's settlement journal (GATEWAY_SETTLEMENT_JOURNAL, default on) under
- * GATEWAY_DATA_DIR/settlements, closed when the scope closes: opened before the writer starts,
- * it closes after the queue drained.
- */
-const openSettlementJournal: Effect.Effect<Journal | null, never, PgClient.PgClient | Scope.Scope> = Effect.gen(function*() {
-  const enabled = yield* Config.boolean("GATEWAY_SETTLEMENT_JOURNAL").pipe(Config.withDefault(true))
-  if (!enabled) return null
-  const sql = yield* PgClient.PgClient
-  const [identity] = yield* sql<{ readonly id: string }>`SELECT id::text AS id FROM database_identity`
-  const dir = join(yield* dataDir, "settlements")
-  return yield* Effect.acquireRelease(
-    Effect.try({
-      try: () => openJournal(dir, identity!.id),
-      catch: (error) => new Error(`settlement journal: cannot open ${dir} (GATEWAY_SETTLEMENT_JOURNAL=false turns it off): ${error}`)
-    }),
-    (journal) =>
-      Effect.suspend(() => {
-        const kept = journal.close()
-        return kept.length === 0 ? Effect.void : Effect.logWarning(`settlement journal: unwritten settlements kept for the next start in ${kept.join(", ")}`)
-      })
-  )
-}).pipe(Effect.orDie)
 
 export class Settlements extends Effect.Service<Settlements>()("gateway/Settlements", {
   dependencies: [BudgetLedger.Default, PlatformWallet.Default],
@@ -266,10 +215,10 @@ export class Settlements extends Effect.Service<Settlements>()("gateway/Settleme
     yield* Effect.forkScoped(writer)
 
     /**
-     * Answers do not wait for their settlements while the writer is retrying a group through a
-     * database outage or a group's commit has run past GATEWAY_SETTLEMENT_WAIT: the settlements
-     * stay queued, and journaled from then on (the queued ones at once), and those waiting now
-     * are let go. The writer's next finished group ends it.
+     * The writer is stuck: retrying a group through a database outage, or a group's commit has
+     * run past GATEWAY_SETTLEMENT_WAIT. With call records, queued settlements are journaled from
+     * then on (the queued ones at once); those waiting for a commit (`settle`) are let go. The
+     * writer's next finished group ends it.
      */
     let degraded = false
     const degrade = () => {
@@ -296,7 +245,7 @@ export class Settlements extends Effect.Service<Settlements>()("gateway/Settleme
       Deferred.unsafeDone(done, Exit.void)
     }
 
-    /** Waits until the entry with sequence number `seq` is committed, unless answers do not wait (`degraded`). */
+    /** Waits until the entry with sequence number `seq` is committed, unless the writer is stuck (`degraded`). */
     const awaitCommitted = (seq: number): Effect.Effect<void> =>
       Effect.suspend(() => {
         if (writtenThrough >= seq || degraded) return Effect.void
@@ -352,8 +301,8 @@ export class Settlements extends Effect.Service<Settlements>()("gateway/Settleme
     const submit = (settlement: Settlement) => Effect.suspend(() => enqueue(settlement).logged)
 
     /**
-     * Queues a settlement and waits until it is committed (group commit with the calls finishing
-     * meanwhile), or until the database is found unreachable: then it stays queued.
+     * Queues a settlement and waits until it is committed, or until the writer is found stuck:
+     * then it stays queued (CallRecords settles a dead instance's records through it).
      */
     const settle = (settlement: Settlement) =>
       Effect.suspend(() => {

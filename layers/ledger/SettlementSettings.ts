@@ -1,0 +1,30 @@
+// The settlement writer's settings: its wait at low load, when it counts as stuck, whether calls
+// are on record in Postgres (CallRecords), and whether its commits wait for the WAL flush.
+import { Config } from "effect"
+import { durationMsConfig } from "../lib/ConfigValues.js"
+
+/** The writer's wait at low load (0: none; see LINGER_MS). */
+export const settlementLingerMs = durationMsConfig("GATEWAY_SETTLEMENT_LINGER", 25)
+/**
+ * How long a write of settlements or call records may take before the writer counts as stuck (a
+ * database outage or a lock): past it, answers stop waiting for their call records and queued
+ * settlements are journaled.
+ */
+export const settlementWaitMs = durationMsConfig("GATEWAY_SETTLEMENT_WAIT", 5_000, 1)
+/**
+ * GATEWAY_CALL_RECORDS: calls are put on record in Postgres (CallRecords), so any instance settles
+ * the calls of a dead one, and the journal is written only while the database cannot take
+ * records. Off (the default): every queued settlement is journaled on this instance's disk.
+ */
+export const callRecordsEnabled = Config.boolean("GATEWAY_CALL_RECORDS").pipe(Config.withDefault(false))
+
+/**
+ * GATEWAY_SETTLEMENT_SYNCHRONOUS_COMMIT: on, settlement and call-record commits wait for the
+ * server's own setting (the WAL flush, and synchronous replicas if configured); off, a commit
+ * returns once Postgres has it: a crash of the gateway loses nothing, a crash of Postgres itself
+ * can lose the last moments of commits (docs/decisions.md). Default: off with call records (an
+ * answer waits for its record's commit), on without.
+ */
+export const settlementSynchronousCommit = Config.boolean("GATEWAY_SETTLEMENT_SYNCHRONOUS_COMMIT").pipe(
+  Config.orElse(() => callRecordsEnabled.pipe(Config.map((records) => !records)))
+)
