@@ -2,6 +2,9 @@
 import { Schema } from "effect"
 import { JsonObject, LimitParam, PageParam, Timestamp } from "./Common.js"
 
+/** `failed`: the call's settlement could not be written after its retries; nothing was debited. */
+export const BillingStatus = Schema.Literal("billed", "not_billed", "estimated", "failed")
+
 export const InferenceLogEntry = Schema.Struct({
   id: Schema.String,
   platform_id: Schema.String,
@@ -18,7 +21,7 @@ export const InferenceLogEntry = Schema.Struct({
   status: Schema.String,
   error_message: Schema.NullOr(Schema.String),
   token_count_method: Schema.String,
-  billing_status: Schema.String,
+  billing_status: BillingStatus,
   metadata: JsonObject,
   created_at: Timestamp
 })
@@ -27,6 +30,7 @@ export type InferenceLogEntry = typeof InferenceLogEntry.Type
 export const ListLogsParams = Schema.Struct({
   model: Schema.optional(Schema.String),
   end_user_id: Schema.optional(Schema.String),
+  billing_status: Schema.optional(BillingStatus),
   page: PageParam,
   limit: LimitParam
 })

@@ -10,7 +10,8 @@ import { isUuid } from "../lib/Ids.js"
 import { offsetOf, paginate } from "../lib/Pagination.js"
 
 /** `estimated`: billed on the gateway's own token count (the provider's usage was out of bounds). */
-export type BillingStatus = "billed" | "not_billed" | "estimated"
+/** `failed`: the call's settlement could not be written after its retries; nothing was debited. */
+export type BillingStatus = "billed" | "not_billed" | "estimated" | "failed"
 
 /** A log row as its writers give it; `id` is the database's default unless the row carries one (LogRowWithId). */
 export interface LogRow {
@@ -112,13 +113,20 @@ export class InferenceLogs extends Effect.Service<InferenceLogs>()("gateway/Infe
   effect: Effect.gen(function*() {
     const sql = yield* PgClient.PgClient
 
-    /** Newest first; filters by model slug and end user. */
+    /** Newest first; filters by model slug, end user and billing status; every platform's without `platformId` (operator). */
     const list = (
-      platformId: string,
-      params: { readonly model?: string | undefined; readonly end_user_id?: string | undefined; readonly page: number; readonly limit: number }
+      platformId: string | null,
+      params: {
+        readonly model?: string | undefined
+        readonly end_user_id?: string | undefined
+        readonly billing_status?: string | undefined
+        readonly page: number
+        readonly limit: number
+      }
     ) => {
       const where = sql.and([
-        sql`platform_id = ${platformId}`,
+        ...(platformId === null ? [] : [sql`platform_id = ${platformId}`]),
+        ...(params.billing_status === undefined ? [] : [sql`billing_status = ${params.billing_status}`]),
         ...(params.model === undefined ? [] : [sql`model_slug = ${params.model}`]),
         ...(params.end_user_id === undefined
           ? []

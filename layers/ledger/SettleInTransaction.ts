@@ -28,7 +28,8 @@ const groupBy = <A>(items: ReadonlyArray<A>, key: (a: A) => string): Array<[stri
   return [...groups].sort(([a], [b]) => a.localeCompare(b))
 }
 
-const logRowOf = (s: Settlement): LogRowWithId => ({
+/** A settlement's log row. */
+export const logRowOf = (s: Settlement): LogRowWithId => ({
   ...s.log,
   id: s.id,
   platform_id: s.platformId,

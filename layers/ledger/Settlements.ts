@@ -15,10 +15,11 @@ import { isDatabaseOutage, isDeadlock, isQueryCanceled } from "../lib/SqlErrors.
 import { shutdownTimeout } from "../lib/StopTimes.js"
 import { BudgetLedger } from "./BudgetLedger.js"
 import type { Settlement } from "./Settlement.js"
-import { settlementGroups, taggedBy } from "../platform/Metrics.js"
+import { settlementFailures, settlementGroups, taggedBy } from "../platform/Metrics.js"
 import { PlatformWallet } from "./PlatformWallet.js"
 import { atOnceCandidate, installSettleAtOnce, settleAtOnce } from "./SettleAtOnce.js"
-import { makeSettleInTransaction } from "./SettleInTransaction.js"
+import { logRowOf, makeSettleInTransaction } from "./SettleInTransaction.js"
+import { insertLogRows } from "./InferenceLogs.js"
 import { openSettlementJournal, type Segment } from "./SettlementJournal.js"
 import { callRecordsEnabled, settlementLingerMs, settlementSynchronousCommit, settlementWaitMs } from "./SettlementSettings.js"
 
@@ -45,6 +46,11 @@ const LINGER_MS = 5
 const LOW_LOAD_GROUP = 16
 /** Postgres unreachable: retry a group with backoff capped at 5 s, for up to 15 minutes. */
 const OUTAGE_RETRY = Schedule.exponential("200 millis").pipe(Schedule.union(Schedule.spaced("5 seconds")), Schedule.upTo("15 minutes"))
+/**
+ * A settlement that failed alone for another reason than an outage (a constraint, a trigger, a
+ * bug): tried again a few times, then logged as not billed (`recordFailure`).
+ */
+const FAILURE_RETRY = Schedule.exponential("200 millis").pipe(Schedule.intersect(Schedule.recurs(3)))
 /** A deadlock: a writer outside the queue (tool metering, capability runs) took locks in another order. */
 const isRetriable = (e: { readonly _tag: string }) => isQueryCanceled(e) || isDeadlock(e)
 
@@ -56,6 +62,12 @@ const outageIn = (cause: Cause.Cause<unknown>) =>
 
 const ZERO = BigDecimal.make(0n, 0)
 const groupsBy = taggedBy(settlementGroups, "path")
+/** What a failed settlement's log row says: the database's error code, never its text (tenants read the logs). */
+const failureReason = (cause: Cause.Cause<unknown>): string => {
+  const error = Option.getOrUndefined(Option.orElse(Cause.failureOption(cause), () => Cause.dieOption(cause)))
+  const code = (error as { readonly cause?: { readonly code?: unknown } } | undefined)?.cause?.code
+  return typeof code === "string" ? `database error ${code}` : "internal error"
+}
 const countGroup = (path: "statement" | "transaction") => Effect.sync(() => groupsBy(path).unsafeUpdate(1, []))
 
 export class Settlements extends Effect.Service<Settlements>()("gateway/Settlements", {
@@ -156,8 +168,8 @@ export class Settlements extends Effect.Service<Settlements>()("gateway/Settleme
 
     /**
      * Commits a group (see commitThroughOutage for an outage). A group that fails otherwise is
-     * split so that one bad settlement cannot take others with it. Returns the entries to keep
-     * in the journal.
+     * split so that one bad settlement cannot take others with it; one that still fails alone is
+     * tried again, then recorded as failed. Returns the entries to keep in the journal.
      */
     const commitGroup = (entries: ReadonlyArray<Entry>): Effect.Effect<ReadonlyArray<Entry>> =>
       commit(entries).pipe(
@@ -167,10 +179,39 @@ export class Settlements extends Effect.Service<Settlements>()("gateway/Settleme
             ? commitThroughOutage(entries)
             : entries.length > 1
             ? Effect.map(Effect.forEach(entries, (entry) => commitGroup([entry])), (kept) => kept.flat())
-            : Effect.failCause(cause)
+            : commitAlone(entries[0]!)
         ),
         Effect.catchAllCause((cause) => Effect.logError("settlement failed", cause).pipe(Effect.as([])))
       )
+
+    const commitAlone = (entry: Entry): Effect.Effect<ReadonlyArray<Entry>, unknown> =>
+      commit([entry]).pipe(
+        Effect.sandbox,
+        Effect.retry({ schedule: FAILURE_RETRY, while: (cause) => !outageIn(cause) }),
+        Effect.unsandbox,
+        Effect.as([]),
+        Effect.catchAllCause((last) => outageIn(last) ? commitThroughOutage([entry]) : recordFailure(entry, last))
+      )
+
+    /**
+     * A settlement that cannot be written is never dropped silently: its call is logged with
+     * billing_status `failed` and the reason (nothing was debited), counted by the
+     * gateway.settlement.failures metric, and listed for the operator (GET
+     * /v1/admin/settlement-failures). If even that row cannot be written it stays in the journal.
+     */
+    const recordFailure = (entry: Entry, cause: Cause.Cause<unknown>): Effect.Effect<ReadonlyArray<Entry>> => {
+      const s = entry.settlement
+      const row = { ...logRowOf(s), billing_status: "failed" as const, error_message: `not billed: settlement failed (${failureReason(cause)})` }
+      settlementFailures.unsafeUpdate(1, [])
+      return Effect.logError("settlement failed after its retries; the call is logged as not billed", cause).pipe(
+        Effect.annotateLogs({ settlement_id: s.id, platform_id: s.platformId }),
+        Effect.zipRight(sql`${insertLogRows(sql, [row])}`),
+        Effect.as([]),
+        Effect.catchAllCause((again) =>
+          Effect.logError("settlement failed and could not be logged; kept in the journal", again).pipe(Effect.as([entry]))
+        )
+      )
+    }
 
     const writer = Effect.gen(function*() {
       const first = yield* Queue.takeBetween(queue, 1, GROUP_SIZE)

@@ -53,6 +53,12 @@ export const preflightRejections = MetricKey.counter("gateway.preflight.rejectio
   incremental: true
 })
 
+/** Settlements that could not be written after their retries: logged with billing_status `failed`. */
+export const settlementFailures = Metric.counter("gateway.settlement.failures", {
+  description: "Calls whose settlement failed after its retries (not billed, logged as failed)",
+  incremental: true
+})
+
 /** Webhook delivery attempts, tagged `outcome` (delivered|retry|failed). */
 export const webhookDeliveries = Metric.counter("gateway.webhook.deliveries", {
   description: "Webhook delivery attempts by outcome",

@@ -5,6 +5,7 @@ import { IdempotencyHeaders, Pagination, Paginated, PathId } from "../../schemas
 import { Conflict } from "../../schemas/Errors.js"
 import { ModelConfig, ModelInput, PlatformWallet, Provider, ProviderInput, WalletTopup } from "../../schemas/Catalog.js"
 import { CreatePlatform, Platform, PlatformCreated } from "../../schemas/Platforms.js"
+import { InferenceLogEntry } from "../../schemas/Logs.js"
 import { Authentication } from "../http/Authentication.js"
 
 export class AdminGroup extends HttpApiGroup.make("admin")
@@ -17,6 +18,12 @@ export class AdminGroup extends HttpApiGroup.make("admin")
     HttpApiEndpoint.get("listPlatforms", "/admin/platforms")
       .setUrlParams(Pagination)
       .addSuccess(Paginated(Platform))
+  )
+  .add(
+    // Calls of every platform whose settlement failed after its retries (billing_status failed).
+    HttpApiEndpoint.get("listSettlementFailures", "/admin/settlement-failures")
+      .setUrlParams(Pagination)
+      .addSuccess(Paginated(InferenceLogEntry))
   )
   .add(
     HttpApiEndpoint.get("getPlatform", "/admin/platforms/:platformId")

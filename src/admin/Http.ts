@@ -5,6 +5,7 @@ import { Effect, Schema } from "effect"
 import { Idempotency } from "../../layers/platform/Idempotency.js"
 import { ModelCatalog } from "../../layers/tenancy/ModelCatalog.js"
 import { PlatformWallet } from "../../layers/ledger/PlatformWallet.js"
+import { InferenceLogs } from "../../layers/ledger/InferenceLogs.js"
 import { Platforms } from "../../layers/tenancy/Platforms.js"
 import { PlatformWallet as WalletView, WalletTopup } from "../../schemas/Catalog.js"
 import { requireAdmin } from "../http/Access.js"
@@ -13,6 +14,7 @@ import { GatewayApi } from "../http/Api.js"
 export const AdminLive = HttpApiBuilder.group(GatewayApi, "admin", (handlers) =>
   Effect.gen(function*() {
     const platforms = yield* Platforms
+    const logs = yield* InferenceLogs
     const catalog = yield* ModelCatalog
     const wallet = yield* PlatformWallet
     const idempotency = yield* Idempotency
@@ -20,6 +22,8 @@ export const AdminLive = HttpApiBuilder.group(GatewayApi, "admin", (handlers) =>
     return handlers
       .handle("createPlatform", ({ payload }) => requireAdmin.pipe(Effect.zipRight(platforms.create(payload))))
       .handle("listPlatforms", ({ urlParams }) => requireAdmin.pipe(Effect.zipRight(platforms.list(urlParams))))
+      .handle("listSettlementFailures", ({ urlParams }) =>
+        requireAdmin.pipe(Effect.zipRight(logs.list(null, { ...urlParams, billing_status: "failed" }))))
       .handle("getPlatform", ({ path }) => requireAdmin.pipe(Effect.zipRight(platforms.get(path.platformId))))
       .handle("upsertProvider", ({ payload }) => requireAdmin.pipe(Effect.zipRight(catalog.upsertProvider(payload))))
       .handle("listProviders", () => requireAdmin.pipe(Effect.zipRight(Effect.map(catalog.listProviders, (data) => ({ data })))))
