@@ -7,7 +7,7 @@ import { randomBytes, randomUUID } from "node:crypto"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { startReceiver, type WebhookReceiver } from "./fakes/WebhookReceiver.js"
 import { until } from "./support/Polling.js"
-import { type ApiResponse, createEndUser, createPlatform, type Gateway, ok, startGateway } from "./support/Gateway.js"
+import { type ApiResponse, catalogMockEcho, createEndUser, createPlatform, type Gateway, ok, startGateway } from "./support/Gateway.js"
 
 const env = {
   GATEWAY_ALLOW_PRIVATE_URLS: "true",
@@ -21,12 +21,7 @@ const receivers: Array<WebhookReceiver> = []
 const clients: Array<pg.Client> = []
 beforeAll(async () => {
   gw = await startGateway({ env })
-  const admin = (path: string, body: unknown) => gw.call("POST", path, { key: gw.adminKey, body })
-  await admin("/v1/admin/providers", { slug: "mock", kind: "mock", base_url: "http://mock.invalid" })
-  await admin("/v1/admin/models", {
-    slug: "mock-echo",
-    providers: [{ provider: "mock", provider_model_id: "echo-1", input_usd_per_mtok: 1, output_usd_per_mtok: 2 }]
-  })
+  await catalogMockEcho(gw)
 })
 afterAll(async () => {
   for (const c of clients) await c.end()

@@ -3,17 +3,12 @@
 // database's error code, nothing is debited, and the operator lists it.
 import { afterAll, beforeAll, expect, it } from "vitest"
 import { until } from "./support/Polling.js"
-import { createEndUser, createPlatform, type Gateway, ok, startGateway } from "./support/Gateway.js"
+import { catalogMockEcho, createEndUser, createPlatform, type Gateway, ok, startGateway } from "./support/Gateway.js"
 
 let gw: Gateway
 beforeAll(async () => {
   gw = await startGateway()
-  const admin = (path: string, body: unknown) => gw.call("POST", path, { key: gw.adminKey, body })
-  await admin("/v1/admin/providers", { slug: "mock", kind: "mock", base_url: "http://mock.invalid" })
-  await admin("/v1/admin/models", {
-    slug: "mock-echo",
-    providers: [{ provider: "mock", provider_model_id: "echo-1", input_usd_per_mtok: 1, output_usd_per_mtok: 2 }]
-  })
+  await catalogMockEcho(gw)
 })
 afterAll(async () => {
   await gw?.close()

@@ -3,17 +3,12 @@
 // exactly at settlement under concurrency, and display exhaustion refusing inference.
 import OpenAI from "openai"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { type ApiResponse, createEndUser, createPlatform, type Gateway, startGateway } from "./support/Gateway.js"
+import { type ApiResponse, catalogMockEcho, createEndUser, createPlatform, type Gateway, startGateway } from "./support/Gateway.js"
 
 let gw: Gateway
 beforeAll(async () => {
   gw = await startGateway()
-  const admin = (path: string, body: unknown) => gw.call("POST", path, { key: gw.adminKey, body })
-  await admin("/v1/admin/providers", { slug: "mock", kind: "mock", base_url: "http://mock.invalid" })
-  await admin("/v1/admin/models", {
-    slug: "mock-echo",
-    providers: [{ provider: "mock", provider_model_id: "echo", input_usd_per_mtok: 1, output_usd_per_mtok: 2 }]
-  })
+  await catalogMockEcho(gw, "echo")
 })
 afterAll(async () => {
   await gw?.close()

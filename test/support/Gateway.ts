@@ -169,6 +169,15 @@ export const provisionOpenAiModel = async (gw: Gateway, baseUrl: string, slugs: 
   return platform
 }
 
+/** The mock provider and its `mock-echo` model (1 / 2 USD per million input / output tokens), by the operator API. */
+export const catalogMockEcho = async (gw: Gateway, providerModelId = "echo-1") => {
+  ok(await gw.call("POST", "/v1/admin/providers", { key: gw.adminKey, body: { slug: "mock", kind: "mock", base_url: "http://mock.invalid" } }))
+  ok(await gw.call("POST", "/v1/admin/models", {
+    key: gw.adminKey,
+    body: { slug: "mock-echo", providers: [{ provider: "mock", provider_model_id: providerModelId, input_usd_per_mtok: 1, output_usd_per_mtok: 2 }] }
+  }))
+}
+
 /**
  * Upserts (operator API) a capability with one HTTP provider; the provider's uid. The fields of
  * `capability` and `provider` override the defaults (a healthy provider at 0.01-0.03 USD).
