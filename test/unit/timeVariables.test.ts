@@ -6,7 +6,8 @@ import { describe, expect, it } from "vitest"
 import { admissionCacheTtlMs } from "../../layers/pipeline/AdmissionCache.js"
 import { capabilityTiming } from "../../layers/capabilities/Capabilities.js"
 import { upstreamTimeoutMs } from "../../layers/pipeline/Inference.js"
-import { settlementLingerMs } from "../../layers/ledger/SettlementSettings.js"
+import { settlementLingerMs, settlementWaitMs } from "../../layers/ledger/SettlementSettings.js"
+import { callRecordAfterMs, callSweepMs } from "../../layers/ledger/CallRecords.js"
 import { mcpSessionTtl } from "../../layers/tools/ToolHost.js"
 import { connectionLimits } from "../../src/http/DrainingServer.js"
 import { DEFAULT_RETRY_SCHEDULE, retryScheduleConfig } from "../../layers/lib/RetrySchedule.js"
@@ -27,6 +28,9 @@ const variables: ReadonlyArray<{
   { name: "GATEWAY_SHUTDOWN_TIMEOUT", config: shutdownTimeout.pipe(Config.map(toMs)), defaultMs: 30_000, min: 1 },
   { name: "GATEWAY_FORCE_STOP_AFTER", config: forceStopAfter, defaultMs: 5_000, min: 0 },
   { name: "GATEWAY_SETTLEMENT_LINGER", config: settlementLingerMs, defaultMs: 25, min: 0 },
+  { name: "GATEWAY_SETTLEMENT_WAIT", config: settlementWaitMs, defaultMs: 5_000, min: 1 },
+  { name: "GATEWAY_CALL_RECORD_AFTER", config: callRecordAfterMs, defaultMs: 250, min: 0 },
+  { name: "GATEWAY_CALL_SWEEP", config: callSweepMs, defaultMs: 10_000, min: 1 },
   { name: "GATEWAY_ADMISSION_CACHE_TTL", config: admissionCacheTtlMs, defaultMs: 1_000, min: 0 },
   { name: "GATEWAY_MCP_SESSION_TTL", config: mcpSessionTtl.pipe(Config.map(toMs)), defaultMs: 1_800_000, min: 1 },
   { name: "GATEWAY_UPSTREAM_TIMEOUT", formerName: "GATEWAY_UPSTREAM_TIMEOUT_MS", config: upstreamTimeoutMs, defaultMs: 60_000, min: 1 },
