@@ -2,9 +2,10 @@
 // ledger change in one transaction, so a key is applied at most once.
 import { HttpApiBuilder } from "@effect/platform"
 import { PgClient } from "@effect/sql-pg"
-import { Effect, Schema } from "effect"
+import { BigDecimal, Effect, Schema } from "effect"
 import { type Actor, actorOf, BudgetLedger, type LedgerChange, toBudget } from "../../layers/ledger/BudgetLedger.js"
 import { DisplayLedger } from "../../layers/ledger/DisplayLedger.js"
+import { Reservations } from "../../layers/ledger/Reservations.js"
 import { Idempotency } from "../../layers/platform/Idempotency.js"
 import { Budget, BudgetUpdated, CreateBudget, LedgerAmount, LedgerEntryResponse, UpdateBudget } from "../../schemas/Budgets.js"
 import {
@@ -51,6 +52,15 @@ export const BudgetsLive = HttpApiBuilder.group(GatewayApi, "budgets", (handlers
     const idempotency = yield* Idempotency
     const sql = yield* PgClient.PgClient
     const display = yield* DisplayLedger
+    const reservations = yield* Reservations
+
+    /** The budget with what calls in flight reserve on it (budget_enforcement "reserve"), counted in remaining_usd. */
+    const withReserved = (budget: Budget) =>
+      Effect.map(reservations.reservedOnBudget(budget.id), (reserved): Budget => ({
+        ...budget,
+        remaining_usd: BigDecimal.subtract(budget.remaining_usd, reserved),
+        reserved_usd: reserved
+      }))
 
     /**
      * A handler for a ledger mutation that honours Idempotency-Key: the key claim (or replay) and
@@ -88,7 +98,7 @@ export const BudgetsLive = HttpApiBuilder.group(GatewayApi, "budgets", (handlers
       .handle("getBudget", ({ path }) =>
         requirePlatform(path.platformId).pipe(
           Effect.zipRight(ledger.get(path.platformId, path.endUserId)),
-          Effect.map(toBudget)
+          Effect.flatMap((row) => withReserved(toBudget(row)))
         ))
       .handle("updateBudget", keyed("budget.update", UpdateBudget, BudgetUpdated, (path, payload, actor) =>
         ledger.update(path.platformId, path.endUserId, payload, actor).pipe(

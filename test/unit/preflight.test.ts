@@ -12,6 +12,7 @@ import type { EndUserPrincipal, PlatformPrincipal } from "../../layers/access/Ke
 import { BudgetLedger, type BudgetRow } from "../../layers/ledger/BudgetLedger.js"
 import type { Settlement } from "../../layers/ledger/Settlement.js"
 import { CallRecords } from "../../layers/ledger/CallRecords.js"
+import { Reservations } from "../../layers/ledger/Reservations.js"
 import { Settlements } from "../../layers/ledger/Settlements.js"
 import { dec } from "../../layers/lib/Money.js"
 import { stubService } from "../../layers/lib/Stubs.js"
@@ -140,6 +141,7 @@ const worldOf = (world: World) => {
       AdmissionCache.test(() => world.snapshot),
       Settlements.test(seen.settled),
       CallRecords.test(),
+      Reservations.test(),
       limiter,
       upstream,
       ledger,
