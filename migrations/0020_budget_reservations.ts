@@ -31,6 +31,8 @@ export default Effect.gen(function*() {
         PERFORM 1 FROM budgets WHERE id = p_budget FOR UPDATE;
       END IF;
       PERFORM 1 FROM platform_wallets WHERE platform_id = p_platform FOR UPDATE;
+      -- Reservations of calls whose instance died unsettled: they hold nothing any more.
+      DELETE FROM budget_reservations WHERE platform_id = p_platform AND expires_at <= now();
       IF p_budget IS NOT NULL THEN
         SELECT b.max_usd - b.used_usd
             - (SELECT coalesce(sum(h.hold_usd), 0) FROM capability_runs h

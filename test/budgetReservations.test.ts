@@ -55,10 +55,10 @@ const tenant = async (enforcement: "optimistic" | "reserve" | undefined): Promis
   return { platformId, platformKey, endUserId: eu.endUserId, endUserKey: eu.endUserKey }
 }
 
-const chat = (via: Gateway | Peer, key: string) =>
+const chat = (via: Gateway | Peer, key: string, stream = false) =>
   via.call("POST", "/v1/chat/completions", {
     key,
-    body: { model: "fake-model", messages: [{ role: "user", content: "Say hi" }], max_tokens: MAX_TOKENS }
+    body: { model: "fake-model", messages: [{ role: "user", content: "Say hi" }], max_tokens: MAX_TOKENS, stream }
   })
 
 /** The budget as GET shows it, once both instances wrote what they queued (each read waits for its own). */
@@ -117,14 +117,19 @@ describe("budget_enforcement", () => {
     expect(during.reserved_usd).toBeGreaterThanOrEqual(0.1)
     expect(during.used_usd).toBe(0)
     expect(during.remaining_usd).toBeCloseTo(BUDGET_USD - during.reserved_usd, 9)
+    const wallet = ok(await gw.call("GET", `/v1/platforms/${t.platformId}/end-users/${t.endUserId}/wallet`, { key: t.platformKey })).body
+    expect(wallet.usd_ledger.reserved_usd).toBe(during.reserved_usd)
+    expect(wallet.usd_ledger.remaining_usd).toBe(during.remaining_usd)
     ok(await pending)
     const after = await budgetOf(t)
+    const walletAfter = ok(await gw.call("GET", `/v1/platforms/${t.platformId}/end-users/${t.endUserId}/wallet`, { key: t.platformKey })).body
+    expect(walletAfter.usd_ledger.reserved_usd).toBe(0)
     expect(after.reserved_usd).toBe(0)
     expect(after.used_usd).toBeCloseTo(CALL_COST, 9)
     expect(after.remaining_usd).toBeCloseTo(BUDGET_USD - CALL_COST, 9)
   })
 
-  it("reserve: a call whose upstream fails releases its reservation, and so does a platform-key call", async () => {
+  it("reserve: a call whose upstream fails releases its reservation; a platform-key call and a stream settle theirs", async () => {
     const t = await tenant("reserve")
     upstream.setBehavior({ fail: { status: 500, times: 100 } })
     const failed = await chat(gw, t.endUserKey)
@@ -134,8 +139,9 @@ describe("budget_enforcement", () => {
     expect(budget.remaining_usd).toBeCloseTo(BUDGET_USD - budget.used_usd, 9)
     upstream.setBehavior({ usage: { prompt: 1, completion: MAX_TOKENS } })
     ok(await chat(peer, t.platformKey))
-    ok(await chat(peer, t.endUserKey))
-    await budgetOf(t)
+    const streamed = ok(await chat(peer, t.endUserKey, true))
+    expect(streamed.body).toContain("[DONE]")
+    expect((await budgetOf(t)).used_usd).toBeCloseTo(CALL_COST, 9)
     const left = await gw.db.pool.query("SELECT count(*)::int AS n FROM budget_reservations WHERE platform_id = $1", [t.platformId])
     expect(left.rows[0].n).toBe(0)
   })

@@ -118,7 +118,14 @@ export const BudgetsLive = HttpApiBuilder.group(GatewayApi, "budgets", (handlers
       .handle("listBudgets", ({ path, urlParams }) =>
         requirePlatform(path.platformId).pipe(Effect.zipRight(ledger.list(path.platformId, urlParams))))
       .handle("getWallet", ({ path }) =>
-        requirePlatform(path.platformId).pipe(Effect.zipRight(display.view(path.platformId, path.endUserId))))
+        requirePlatform(path.platformId).pipe(
+          Effect.zipRight(display.view(path.platformId, path.endUserId)),
+          Effect.flatMap((view) =>
+            Effect.map(reservations.reservedOnBudget(view.budget_id), (reserved) => ({
+              ...view,
+              usd_ledger: { ...view.usd_ledger, remaining_usd: BigDecimal.subtract(view.usd_ledger.remaining_usd, reserved), reserved_usd: reserved }
+            })))
+        ))
       .handle("initWallet", keyed("wallet.init", InitWallet, InitWalletResult, (path, payload, actor) =>
         display.init(path.platformId, path.endUserId, payload, actor), flagReplay))
       .handle("topupWallet", keyed("wallet.topup", WalletTopupBody, WalletTopupResult, (path, payload, actor) =>
