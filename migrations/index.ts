@@ -16,6 +16,7 @@ import webhookFairDispatch from "./0015_webhook_fair_dispatch.js"
 import ledgerBackfillOrder from "./0016_ledger_backfill_order.js"
 import mcpSessions from "./0017_mcp_sessions.js"
 import callRecords from "./0019_call_records.js"
+import budgetReservations from "./0020_budget_reservations.js"
 
 export const migrations = Migrator.fromRecord({
   "0001_foundation": foundation,
@@ -33,5 +34,6 @@ export const migrations = Migrator.fromRecord({
   "0015_webhook_fair_dispatch": webhookFairDispatch,
   "0016_ledger_backfill_order": ledgerBackfillOrder,
   "0017_mcp_sessions": mcpSessions,
-  "0019_call_records": callRecords
+  "0019_call_records": callRecords,
+  "0020_budget_reservations": budgetReservations
 })

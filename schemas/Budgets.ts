@@ -12,6 +12,8 @@ export const Budget = Schema.Struct({
   max_usd: Usd,
   used_usd: Usd,
   remaining_usd: Usd,
+  /** Held by calls in flight (budget_enforcement "reserve"); counted in remaining_usd. Shown by GET. */
+  reserved_usd: Schema.optional(Usd),
   period: BudgetPeriod,
   period_start: Timestamp,
   auto_replenish: Schema.Boolean,

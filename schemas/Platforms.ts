@@ -42,12 +42,20 @@ export const CapabilityPolicy = Schema.Struct({
   charge_failed_calls: Schema.optional(Schema.Boolean)
 }).annotations(strict)
 
+export const BudgetEnforcement = Schema.Literal("optimistic", "reserve")
+export type BudgetEnforcement = typeof BudgetEnforcement.Type
+
 /** Stored settings; every field optional. */
 export const PlatformSettings = Schema.Struct({
   default_budget_usd: Schema.optional(Schema.NullOr(Positive)),
   end_user_wallet: Schema.optional(EndUserWalletSettings),
   default_rate_limits: Schema.optional(RateLimitSettings),
-  capabilities: Schema.optional(CapabilityPolicy)
+  capabilities: Schema.optional(CapabilityPolicy),
+  /**
+   * How admission holds a budget: "optimistic" (default) admits while remaining_usd > 0;
+   * "reserve" reserves each call's maximum cost on the budget and the wallet first.
+   */
+  budget_enforcement: Schema.optional(BudgetEnforcement)
 }).annotations(strict)
 export type PlatformSettings = typeof PlatformSettings.Type
 

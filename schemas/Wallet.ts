@@ -14,6 +14,8 @@ export const WalletView = Schema.Struct({
     max_usd: Amount,
     used_usd: Amount,
     remaining_usd: Amount,
+    /** Held by calls in flight (budget_enforcement "reserve"); counted in remaining_usd. */
+    reserved_usd: Schema.optional(Amount),
     is_active: Schema.Boolean,
     is_suspended: Schema.Boolean
   }),

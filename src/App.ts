@@ -17,6 +17,7 @@ import { ModelCatalog } from "../layers/tenancy/ModelCatalog.js"
 import { PlatformWallet } from "../layers/ledger/PlatformWallet.js"
 import { Platforms } from "../layers/tenancy/Platforms.js"
 import { ProviderKeys } from "../layers/tenancy/ProviderKeys.js"
+import { Reservations } from "../layers/ledger/Reservations.js"
 import { Responses } from "../layers/responses/Responses.js"
 import { RateLimitSettings } from "../layers/tenancy/RateLimitSettings.js"
 import { Settlements } from "../layers/ledger/Settlements.js"
@@ -53,6 +54,7 @@ export const ServicesLive = Layer.mergeAll(
   Platforms.Default,
   ProviderKeys.Default,
   RateLimitSettings.Default,
+  Reservations.Default,
   Responses.Default,
   Settlements.Default,
   ToolHost.Default

@@ -42,7 +42,7 @@ import {
   ZERO
 } from "./Rows.js"
 import { type Settlement, settlementOf } from "./Settlement.js"
-import { openHoldsSql, platformOpenHoldsUsd } from "../ledger/Holds.js"
+import { heldOnBudgetSql, platformOpenHoldsUsd } from "../ledger/Holds.js"
 import type { EndUserPrincipal, Principal } from "../access/KeyAuth.js"
 import { PlatformWallet } from "../ledger/PlatformWallet.js"
 
@@ -227,7 +227,7 @@ export class Capabilities extends Effect.Service<Capabilities>()("gateway/Capabi
         if (budget.is_suspended) {
           return yield* new PaymentRequired({ code: "budget_suspended", param: "budget", message: "The budget is suspended" })
         }
-        const [held] = yield* sql<{ held: string }>`SELECT ${openHoldsSql(sql, budget.id)}::text AS held`
+        const [held] = yield* sql<{ held: string }>`SELECT ${heldOnBudgetSql(sql, budget.id)}::text AS held`
         const available = BigDecimal.subtract(BigDecimal.subtract(dec(budget.max_usd), dec(budget.used_usd)), dec(held!.held))
         if (BigDecimal.lessThanOrEqualTo(available, ZERO) || BigDecimal.lessThan(available, hold)) {
           return yield* new PaymentRequired({

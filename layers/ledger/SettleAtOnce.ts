@@ -24,10 +24,11 @@ import type { Settlement } from "./Settlement.js"
  * Whether a settlement can go by the one statement, as far as it tells by itself: its budget as
  * admission saw it is known and its period had not ended by the call's end, it charges no display
  * ledger (the display rules are applied in JS by the transaction), and its billing status follows
- * from its cost (settle_at_once writes no other).
+ * from its cost (settle_at_once writes no other), and it releases no budget reservation (the
+ * transaction deletes those with the debit).
  */
 export const atOnceCandidate = (s: Settlement) =>
-  s.displaySettings?.enabled !== true && s.log.billing_status === undefined && (
+  s.displaySettings?.enabled !== true && s.log.billing_status === undefined && s.reservationId === undefined && (
     s.endUserId === null ||
     s.budget === null ||
     (s.budget !== undefined && (s.budget.periodEnd === null || s.at.getTime() < s.budget.periodEnd.getTime()))

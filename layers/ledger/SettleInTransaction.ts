@@ -2,7 +2,8 @@
 // the one statement, SettleAtOnce, cannot): one statement writes the log rows and locks the
 // group's budgets, one writes every budget's ledger rows and update (a budget whose debits raise
 // webhook events, or cross a period boundary, gets statements of its own), one per platform
-// wallet. Locks are taken in a fixed order: budgets by end user, then wallets by platform.
+// wallet, and one deletes the budget reservations the group's calls made. Locks are taken in a
+// fixed order: budgets by end user, then wallets by platform.
 import type { PgClient } from "@effect/sql-pg"
 import { BigDecimal, Effect, Option } from "effect"
 import { sqlDec } from "../lib/Money.js"
@@ -169,6 +170,11 @@ export const makeSettleInTransaction = (
     const billed = applied.filter((s) => BigDecimal.greaterThan(s.costUsd, ZERO))
     for (const [platformId, list] of groupBy(billed, (s) => s.platformId)) {
       yield* wallet.debitMany(platformId, list.map((s) => ({ amount: s.costUsd, metadata: s.details })))
+    }
+    // The actual cost replaces the reservation in the same commit: the budget never counts both, nor neither.
+    const reservations = all.flatMap((s) => s.reservationId === undefined ? [] : [s.reservationId])
+    if (reservations.length > 0) {
+      yield* sql`DELETE FROM budget_reservations WHERE id IN (SELECT jsonb_array_elements_text(${JSON.stringify(reservations)}::jsonb)::uuid)`
     }
   }, sql.withTransaction)
 }

@@ -66,6 +66,8 @@ export interface Settlement {
    * journal, an inactive budget): then the settlement is written by the transaction.
    */
   readonly budget?: BudgetExpectation | null | undefined
+  /** The budget reservation admission made (budget_enforcement "reserve"), deleted with the debit. */
+  readonly reservationId?: string | undefined
 }
 
 /** The settlement as JSON text (the span it joins is not kept, nor the budget admission saw). */
@@ -79,7 +81,8 @@ export const settlementJson = (s: Settlement) =>
     log: s.log,
     details: s.details,
     actor: s.actor,
-    displaySettings: s.displaySettings
+    displaySettings: s.displaySettings,
+    reservationId: s.reservationId
   })
 
 /** A settlement from its JSON text; null when the text is not one (a line torn by a crash). */
@@ -98,7 +101,8 @@ export const settlementFromJson = (text: string): Settlement | null => {
       details: r.details,
       actor: r.actor,
       displaySettings: r.displaySettings,
-      parent: Option.none()
+      parent: Option.none(),
+      reservationId: typeof r.reservationId === "string" ? r.reservationId : undefined
     }
   } catch {
     return null

@@ -206,6 +206,8 @@ export class Settlements extends Effect.Service<Settlements>()("gateway/Settleme
       return Effect.logError("settlement failed after its retries; the call is logged as not billed", cause).pipe(
         Effect.annotateLogs({ settlement_id: s.id, platform_id: s.platformId }),
         Effect.zipRight(sql`${insertLogRows(sql, [row])}`),
+        // Not billed, so it holds nothing either; a reservation left behind lapses at its expiry.
+        Effect.zipRight(s.reservationId === undefined ? Effect.void : Effect.ignore(sql`DELETE FROM budget_reservations WHERE id = ${s.reservationId}`)),
         Effect.as([]),
         Effect.catchAllCause((again) =>
           Effect.logError("settlement failed and could not be logged; kept in the journal", again).pipe(Effect.as([entry]))

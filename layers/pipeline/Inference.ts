@@ -6,6 +6,7 @@
 import { PgClient } from "@effect/sql-pg"
 import { BigDecimal, Cause, Effect, type Exit, Option, Stream, type Tracer } from "effect"
 import { randomUUID } from "node:crypto"
+import type { BudgetRow } from "../ledger/BudgetLedger.js"
 import type { ChatChunk, ChatCompletion, ChatRequest } from "../../schemas/Chat.js"
 import type { BadGateway, GatewayTimeout, PaymentRequired } from "../../schemas/Errors.js"
 import { countConfig, durationMsConfig } from "../lib/ConfigValues.js"
@@ -18,6 +19,7 @@ import { BudgetLedger } from "../ledger/BudgetLedger.js"
 import { preflightRejections, taggedBy } from "../platform/Metrics.js"
 import { type Candidate, orderCandidates, ProviderRouter } from "./ProviderRouter.js"
 import { CallRecords, type TrackedCall } from "../ledger/CallRecords.js"
+import { Reservations } from "../ledger/Reservations.js"
 import { Settlements, unsettled } from "../ledger/Settlements.js"
 import {
   type Admitted,
@@ -33,15 +35,20 @@ import {
 } from "./InferenceSettlement.js"
 import { streamTally } from "./InferenceStream.js"
 import {
+  budgetExhausted,
   type Caller,
   checkBudget,
+  checkDisplay,
   checkModel,
   checkRateLimit,
   checkSuspension,
   checkWallet,
+  maxCostEstimate,
   type PreflightError,
   refusedWhateverTheSize,
-  type RequestType
+  type RequestType,
+  reservesBudget,
+  walletRefusal
 } from "./Preflight.js"
 import { RateLimiter, type RateLimitExceeded } from "./RateLimiter.js"
 import { countPromptTokens, countPromptTokensYielding, countTextTokensYielding, promptChars, SLICE_CHARS } from "../platform/Tokenizer.js"
@@ -56,11 +63,17 @@ export const upstreamTimeoutMs = durationMsConfig("GATEWAY_UPSTREAM_TIMEOUT", 60
 
 const rejectionsBy = taggedBy(preflightRejections, "code")
 
+/**
+ * How long a budget reservation outlives its call's upstream attempts (each bounded by the
+ * upstream timeout) before it lapses: a stream's body, and the settlement's queue, run past them.
+ */
+const RESERVATION_GRACE_MS = 10 * 60_000
+
 /** The log row's message for a call its instance never settled (CallRecords). */
 const INSTANCE_STOPPED = "the instance serving the call stopped before it ended; billed for its prompt"
 
 export class Inference extends Effect.Service<Inference>()("gateway/Inference", {
-  dependencies: [AdmissionCache.Default, BudgetLedger.Default, CallRecords.Default, ProviderKeys.Default, ProviderRouter.Default, RateLimiter.layerFromConfig, Settlements.Default, UpstreamAdapters.layer],
+  dependencies: [AdmissionCache.Default, BudgetLedger.Default, CallRecords.Default, ProviderKeys.Default, ProviderRouter.Default, RateLimiter.layerFromConfig, Reservations.Default, Settlements.Default, UpstreamAdapters.layer],
   effect: Effect.gen(function*() {
     const sql = yield* PgClient.PgClient
     const router = yield* ProviderRouter
@@ -71,6 +84,7 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
     const settlements = yield* Settlements
     const records = yield* CallRecords
     const admissionCache = yield* AdmissionCache
+    const reservations = yield* Reservations
     const attemptTimeoutMs = yield* upstreamTimeoutMs
     // Characters of message text one request may carry (contents, tool-call names and
     // arguments): checked before anything is counted, well under the body size limit.
@@ -186,15 +200,43 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
     const spendChecks = Effect.fnUntraced(function*(caller: Caller, snapshot: AdmissionSnapshot, promptEstimate: number, maxTokens: number | undefined) {
       const { limits, rateLimit } = yield* step("preflight.rate_limit", () => checkRateLimit(caller, snapshot, promptEstimate, limiter))
       const live = yield* step("preflight.suspension", () => checkSuspension(caller, snapshot, clock.unsafeCurrentTimeMillis(), liveBudget))
+      const displaySettings = caller._tag === "EndUserKey" ? snapshot.settings.end_user_wallet ?? null : null
+      const budget = live === null ? null : live.is_active ? budgetExpectation(live) : undefined
+      if (reservesBudget(snapshot.settings)) {
+        const reservationId = yield* step("preflight.reserve", () => reserveMaxCost(caller, snapshot, live, promptEstimate, maxTokens))
+        return { limits, rateLimit, displaySettings, budget, reservationId }
+      }
       yield* step("preflight.budget", () => checkBudget(live?.is_active === true ? live : null, snapshot))
       yield* step("preflight.wallet", () => checkWallet(snapshot, promptEstimate, maxTokens))
-      return {
-        limits,
-        rateLimit,
-        displaySettings: caller._tag === "EndUserKey" ? snapshot.settings.end_user_wallet ?? null : null,
-        budget: live === null ? null : live.is_active ? budgetExpectation(live) : undefined
-      }
+      return { limits, rateLimit, displaySettings, budget }
     })
+
+    /**
+     * Checks 4 and 5 in reserve mode: the call's maximum cost is reserved on the live, active
+     * budget (none: the wallet only) and the wallet, by the statement that checks what remains
+     * there, past the snapshot's numbers. The display ledger is checked on the snapshot as usual.
+     */
+    const reserveMaxCost = Effect.fnUntraced(function*(
+      caller: Caller,
+      snapshot: AdmissionSnapshot,
+      live: BudgetRow | null,
+      promptEstimate: number,
+      maxTokens: number | undefined
+    ) {
+      const budget = caller._tag === "EndUserKey" && live?.is_active === true ? live : null
+      yield* checkDisplay(budget, snapshot)
+      const amount = maxCostEstimate(snapshot.candidates, promptEstimate, maxTokens)
+      const expiresAt = new Date(clock.unsafeCurrentTimeMillis() + attemptTimeoutMs * snapshot.candidates.length + RESERVATION_GRACE_MS)
+      const result = yield* reservations.reserve(caller.platformId, budget?.id ?? null, amount, expiresAt)
+      if (result._tag === "Reserved") return result.id
+      return yield* (result.code === "budget_exhausted" ? budgetExhausted() : walletRefusal(amount, "maximum cost"))
+    })
+
+    /** A call that ends with no settlement (no upstream answered): off the records, its reservation released. */
+    const dropped = (call: TrackedCall, admitted: Admitted) =>
+      admitted.reservationId === undefined
+        ? Effect.sync(call.dropped)
+        : Effect.zipRight(Effect.sync(call.dropped), reservations.release(admitted.reservationId))
 
     /**
      * A later turn of one request (the hybrid loop): checks 2 to 5 again, on a fresh snapshot
@@ -291,7 +333,7 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
       const { value, candidate } = yield* router.route(
         admitted.candidates,
         (c) => Effect.flatMap(callFor(admitted, c), adapters.get(c.kind).complete)
-      ).pipe(Effect.tapErrorCause(() => Effect.sync(call.dropped)))
+      ).pipe(Effect.tapErrorCause(() => dropped(call, admitted)))
       if (usageInBounds(value.usage)) {
         yield* settle(call, id, admitted, { candidate, usage: value.usage, method: "reported", status: "success", errorMessage: null })
         return { ...value, id: admitted.requestId, model: admitted.request.model }
@@ -343,8 +385,8 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
             )
           })
       ).pipe(
-        Effect.onInterrupt(() => inFlight === undefined ? Effect.sync(call.dropped) : settleStream(inFlight)),
-        Effect.tapError(() => Effect.sync(call.dropped))
+        Effect.onInterrupt(() => inFlight === undefined ? dropped(call, admitted) : settleStream(inFlight)),
+        Effect.tapError(() => dropped(call, admitted))
       )
       const body = chunks.pipe(
         // The drop was noted (and settled) by `ended`, which runs before this handler.

@@ -44,6 +44,8 @@ export interface Admitted {
   readonly displaySettings: WalletSettings | null
   /** The end user's live budget as admission saw it (null: none; absent: not known). */
   readonly budget: BudgetExpectation | null | undefined
+  /** The call's budget reservation (budget_enforcement "reserve"); its settlement releases it. */
+  readonly reservationId?: string | undefined
   readonly startedAt: number
 }
 
@@ -174,6 +176,7 @@ export const settlementOf = (
     actor: actorOf(caller),
     displaySettings: admitted.displaySettings,
     parent,
-    budget: admitted.budget
+    budget: admitted.budget,
+    reservationId: admitted.reservationId
   }
 }

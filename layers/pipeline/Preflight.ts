@@ -140,7 +140,7 @@ export const budgetRemains = (
 ): Either.Either<void, PaymentRequired> => {
   const remaining = BigDecimal.subtract(BigDecimal.subtract(dec(budget.max_usd), dec(budget.used_usd)), held)
   if (BigDecimal.lessThanOrEqualTo(remaining, ZERO)) {
-    return Either.left(new PaymentRequired({ code: "budget_exhausted", param: "usd_ledger", message: "The USD budget is exhausted" }))
+    return Either.left(budgetExhausted())
   }
   if (displayExhausted(budget, display)) {
     return Either.left(new PaymentRequired({ code: "budget_exhausted", param: "display_ledger", message: "The display balance is exhausted" }))
@@ -159,21 +159,47 @@ export const refusedWhateverTheSize = (caller: Caller, snapshot: AdmissionSnapsh
   if (caller._tag !== "EndUserKey" || row === null || !row.is_active) return false
   if (resolveLimits(snapshot.override, snapshot.settings.default_rate_limits).tpm_limit !== null) return false
   if (periodDue(row, now)) return false
-  return row.is_suspended || Either.isLeft(checkBudget(row, snapshot))
+  // In reserve mode the snapshot's budget numbers decide nothing: the reservation does.
+  return row.is_suspended || (!reservesBudget(snapshot.settings) && Either.isLeft(checkBudget(row, snapshot)))
 }
+
+/**
+ * The most a call can cost: its prompt estimate at the dearest input price and its max tokens
+ * (DEFAULT_MAX_TOKENS when unset) at the dearest output price among the candidates.
+ */
+export const maxCostEstimate = (
+  candidates: ReadonlyArray<Candidate>,
+  promptEstimate: number,
+  maxTokens: number | undefined
+): BigDecimal.BigDecimal =>
+  BigDecimal.sum(
+    perMillion(promptEstimate, maxBy(candidates.map((c) => c.inputUsdPerMtok))),
+    perMillion(maxTokens ?? DEFAULT_MAX_TOKENS, maxBy(candidates.map((c) => c.outputUsdPerMtok)))
+  )
 
 /** Check 5: the platform wallet covers the estimate (priced at the dearest candidate). */
 export const checkWallet = (
   snapshot: AdmissionSnapshot,
   promptEstimate: number,
   maxTokens: number | undefined
-): Either.Either<void, PaymentRequired> => {
-  const estimate = BigDecimal.sum(
-    perMillion(promptEstimate, maxBy(snapshot.candidates.map((c) => c.inputUsdPerMtok))),
-    perMillion(maxTokens ?? DEFAULT_MAX_TOKENS, maxBy(snapshot.candidates.map((c) => c.outputUsdPerMtok)))
-  )
-  return walletCovers(snapshot.walletBalance, estimate, "estimated cost")
-}
+): Either.Either<void, PaymentRequired> =>
+  walletCovers(snapshot.walletBalance, maxCostEstimate(snapshot.candidates, promptEstimate, maxTokens), "estimated cost")
+
+/**
+ * Whether the platform reserves each call's maximum cost at admission (budget_enforcement
+ * "reserve"): then the reservation statement is checks 4 (USD ledger) and 5.
+ */
+export const reservesBudget = (settings: PlatformSettings): boolean => settings.budget_enforcement === "reserve"
+
+/** Check 4's display-ledger half, for reserve mode (the reservation checks the USD ledger). */
+export const checkDisplay = (budget: BudgetRow | null, snapshot: AdmissionSnapshot): Either.Either<void, PaymentRequired> =>
+  budget !== null && displayExhausted(budget, snapshot.settings.end_user_wallet ?? null)
+    ? Either.left(new PaymentRequired({ code: "budget_exhausted", param: "display_ledger", message: "The display balance is exhausted" }))
+    : Either.void
+
+/** Check 4's refusal on the USD ledger. */
+export const budgetExhausted = (): PaymentRequired =>
+  new PaymentRequired({ code: "budget_exhausted", param: "usd_ledger", message: "The USD budget is exhausted" })
 
 /** Check 5 on an amount: the wallet's balance covers it (`what` names the amount in the message). */
 export const walletCovers = (

@@ -11,7 +11,7 @@ import { dec, sqlDec } from "../lib/Money.js"
 import { isQueryCanceled } from "../lib/SqlErrors.js"
 import { actorOf, BudgetLedger, type BudgetRow } from "../ledger/BudgetLedger.js"
 import { DisplayLedger } from "../ledger/DisplayLedger.js"
-import { openHoldsSql } from "../ledger/Holds.js"
+import { heldOnBudgetSql } from "../ledger/Holds.js"
 import { insertLogRow, NOT_A_MODEL_CALL, recordLogOutcome } from "../ledger/InferenceLogs.js"
 import { Settlements } from "../ledger/Settlements.js"
 import type { EndUserPrincipal } from "../access/KeyAuth.js"
@@ -77,10 +77,10 @@ export const makeMetering = Effect.gen(function*() {
       return { budget, settings }
     })
 
-  /** Checks 3 and 4 on the locked, active budget, its open capability holds counted. */
+  /** Checks 3 and 4 on the locked, active budget, its open capability holds and model-call reservations counted. */
   const budgetAllows = (budget: BudgetRow, settings: WalletSettings | null) =>
     Effect.gen(function*() {
-      const [row] = yield* sql<{ readonly held: string }>`SELECT ${openHoldsSql(sql, budget.id)}::text AS held`
+      const [row] = yield* sql<{ readonly held: string }>`SELECT ${heldOnBudgetSql(sql, budget.id)}::text AS held`
       return Either.flatMap(notSuspended(budget), () => budgetRemains(budget, dec(row?.held ?? "0"), settings))
     })
 

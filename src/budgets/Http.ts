@@ -2,9 +2,10 @@
 // ledger change in one transaction, so a key is applied at most once.
 import { HttpApiBuilder } from "@effect/platform"
 import { PgClient } from "@effect/sql-pg"
-import { Effect, Schema } from "effect"
+import { BigDecimal, Effect, Schema } from "effect"
 import { type Actor, actorOf, BudgetLedger, type LedgerChange, toBudget } from "../../layers/ledger/BudgetLedger.js"
 import { DisplayLedger } from "../../layers/ledger/DisplayLedger.js"
+import { Reservations } from "../../layers/ledger/Reservations.js"
 import { Idempotency } from "../../layers/platform/Idempotency.js"
 import { Budget, BudgetUpdated, CreateBudget, LedgerAmount, LedgerEntryResponse, UpdateBudget } from "../../schemas/Budgets.js"
 import {
@@ -51,6 +52,15 @@ export const BudgetsLive = HttpApiBuilder.group(GatewayApi, "budgets", (handlers
     const idempotency = yield* Idempotency
     const sql = yield* PgClient.PgClient
     const display = yield* DisplayLedger
+    const reservations = yield* Reservations
+
+    /** The budget with what calls in flight reserve on it (budget_enforcement "reserve"), counted in remaining_usd. */
+    const withReserved = (budget: Budget) =>
+      Effect.map(reservations.reservedOnBudget(budget.id), (reserved): Budget => ({
+        ...budget,
+        remaining_usd: BigDecimal.subtract(budget.remaining_usd, reserved),
+        reserved_usd: reserved
+      }))
 
     /**
      * A handler for a ledger mutation that honours Idempotency-Key: the key claim (or replay) and
@@ -88,7 +98,7 @@ export const BudgetsLive = HttpApiBuilder.group(GatewayApi, "budgets", (handlers
       .handle("getBudget", ({ path }) =>
         requirePlatform(path.platformId).pipe(
           Effect.zipRight(ledger.get(path.platformId, path.endUserId)),
-          Effect.map(toBudget)
+          Effect.flatMap((row) => withReserved(toBudget(row)))
         ))
       .handle("updateBudget", keyed("budget.update", UpdateBudget, BudgetUpdated, (path, payload, actor) =>
         ledger.update(path.platformId, path.endUserId, payload, actor).pipe(
@@ -108,7 +118,14 @@ export const BudgetsLive = HttpApiBuilder.group(GatewayApi, "budgets", (handlers
       .handle("listBudgets", ({ path, urlParams }) =>
         requirePlatform(path.platformId).pipe(Effect.zipRight(ledger.list(path.platformId, urlParams))))
       .handle("getWallet", ({ path }) =>
-        requirePlatform(path.platformId).pipe(Effect.zipRight(display.view(path.platformId, path.endUserId))))
+        requirePlatform(path.platformId).pipe(
+          Effect.zipRight(display.view(path.platformId, path.endUserId)),
+          Effect.flatMap((view) =>
+            Effect.map(reservations.reservedOnBudget(view.budget_id), (reserved) => ({
+              ...view,
+              usd_ledger: { ...view.usd_ledger, remaining_usd: BigDecimal.subtract(view.usd_ledger.remaining_usd, reserved), reserved_usd: reserved }
+            })))
+        ))
       .handle("initWallet", keyed("wallet.init", InitWallet, InitWalletResult, (path, payload, actor) =>
         display.init(path.platformId, path.endUserId, payload, actor), flagReplay))
       .handle("topupWallet", keyed("wallet.topup", WalletTopupBody, WalletTopupResult, (path, payload, actor) =>

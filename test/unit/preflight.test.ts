@@ -5,13 +5,14 @@
 // the upstream once. No refusal may reach the upstream, and no check may run past the first refusal.
 import { describe, expect, it } from "@effect/vitest"
 import { PgClient } from "@effect/sql-pg"
-import { ConfigProvider, Effect, Layer, Stream, TestClock } from "effect"
+import { BigDecimal, ConfigProvider, Effect, Layer, Stream, TestClock } from "effect"
 import type { ChatCompletion, ChatRequest } from "../../schemas/Chat.js"
 import type { PlatformSettings } from "../../schemas/Platforms.js"
 import type { EndUserPrincipal, PlatformPrincipal } from "../../layers/access/KeyAuth.js"
 import { BudgetLedger, type BudgetRow } from "../../layers/ledger/BudgetLedger.js"
 import type { Settlement } from "../../layers/ledger/Settlement.js"
 import { CallRecords } from "../../layers/ledger/CallRecords.js"
+import { type ReserveResult, Reservations } from "../../layers/ledger/Reservations.js"
 import { Settlements } from "../../layers/ledger/Settlements.js"
 import { dec } from "../../layers/lib/Money.js"
 import { stubService } from "../../layers/lib/Stubs.js"
@@ -105,6 +106,8 @@ interface World {
   readonly refuse?: RateLimitExceeded["limit"]
   /** What the ledger's locked read answers after a due period reset. */
   readonly afterReset?: BudgetRow
+  /** What a reservation answers (budget_enforcement "reserve"); reserved by default. */
+  readonly reserve?: ReserveResult
 }
 
 /** Inference over stubs, with what each stub saw. */
@@ -113,7 +116,8 @@ const worldOf = (world: World) => {
     upstream: [] as Array<UpstreamCall>,
     admissions: [] as Array<{ readonly subject: string; readonly limits: RateLimits; readonly tokens: number }>,
     ledgerReads: 0,
-    settled: [] as Array<Settlement>
+    settled: [] as Array<Settlement>,
+    reservations: [] as Array<{ readonly budgetId: string | null; readonly amount: string }>
   }
   const limiter = RateLimiter.test((subject, limits, tokens) => {
     seen.admissions.push({ subject, limits, tokens })
@@ -140,6 +144,13 @@ const worldOf = (world: World) => {
       AdmissionCache.test(() => world.snapshot),
       Settlements.test(seen.settled),
       CallRecords.test(),
+      Reservations.test({
+        reserve: (_platformId, budgetId, amount) =>
+          Effect.sync(() => {
+            seen.reservations.push({ budgetId, amount: BigDecimal.format(amount) })
+            return world.reserve ?? { _tag: "Reserved", id: "reservation-1" }
+          })
+      }),
       limiter,
       upstream,
       ledger,
@@ -287,6 +298,50 @@ describe.each([true, false])("pre-flight (tracing %s)", (tracing) => {
       expect(error).toMatchObject({ _tag: "PaymentRequired", code: "wallet_insufficient", param: "platform_wallet" })
       expect((error as { message: string }).message).toMatch(/^The platform wallet cannot cover the estimated cost \(0\.002\d* USD\)$/)
     }))
+
+  // Checks 4 and 5 in reserve mode (budget_enforcement "reserve"): the reservation decides.
+  const reserving: PlatformSettings = { budget_enforcement: "reserve" }
+
+  test("reserve: the call's maximum cost is reserved on the live budget, past the snapshot's numbers; its settlement names the reservation", () => {
+    const { layer, seen } = worldOf({ snapshot: snapshotOf({ settings: reserving, budget: budget(spent), ...emptyWallet }) })
+    return Effect.gen(function*() {
+      const inference = yield* Inference
+      yield* Effect.flatMap(inference.admit(endUser, request("hello", { max_tokens: 1000 })), inference.complete)
+      // 1000 max tokens at 2 USD per million output tokens, plus the prompt at 1 USD per million.
+      expect(seen.reservations).toEqual([{ budgetId: "budget-1", amount: expect.stringMatching(/^0\.002\d+$/) }])
+      expect(seen.upstream).toHaveLength(1)
+      expect(seen.settled[0]).toMatchObject({ reservationId: "reservation-1" })
+    }).pipe(Effect.provide(layer))
+  })
+
+  test("reserve: a refused reservation is 402 budget_exhausted or wallet_insufficient; a platform key reserves on the wallet alone", () =>
+    Effect.gen(function*() {
+      const exhausted = yield* refusal({ snapshot: snapshotOf({ settings: reserving }), reserve: { _tag: "Refused", code: "budget_exhausted" } })
+      expect(exhausted.error).toMatchObject({ _tag: "PaymentRequired", code: "budget_exhausted", param: "usd_ledger" })
+      const wallet = yield* refusal(
+        { snapshot: snapshotOf({ settings: reserving, budget: null }), reserve: { _tag: "Refused", code: "wallet_insufficient" } },
+        platformKey
+      )
+      expect(wallet.error).toMatchObject({ _tag: "PaymentRequired", code: "wallet_insufficient", param: "platform_wallet" })
+      expect(wallet.seen.reservations).toEqual([{ budgetId: null, amount: expect.any(String) }])
+    }))
+
+  test("reserve: a suspended budget is refused before anything is reserved", () =>
+    Effect.gen(function*() {
+      const { error, seen } = yield* refusal({ snapshot: snapshotOf({ settings: reserving, budget: budget(suspended) }) })
+      expect(error).toMatchObject({ code: "budget_suspended" })
+      expect(seen.reservations).toHaveLength(0)
+    }))
+
+  test("optimistic (the default) reserves nothing", () => {
+    const { layer, seen } = worldOf({ snapshot: snapshotOf({ settings: { budget_enforcement: "optimistic" } }) })
+    return Effect.gen(function*() {
+      const inference = yield* Inference
+      yield* Effect.flatMap(inference.admit(endUser, request()), inference.complete)
+      expect(seen.reservations).toHaveLength(0)
+      expect(seen.settled[0]?.reservationId).toBeUndefined()
+    }).pipe(Effect.provide(layer))
+  })
 
   // The order between them.
   test("model missing and everything else bad: 404, and no later check runs", () =>
