@@ -7,7 +7,7 @@ import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/
 import { InMemorySpanExporter, SimpleSpanProcessor } from "@opentelemetry/sdk-trace-base"
 import { Cause, Layer, Logger } from "effect"
 import { randomBytes } from "node:crypto"
-import { mkdtempSync, writeFileSync } from "node:fs"
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { afterAll, beforeAll, expect, it } from "vitest"
@@ -26,12 +26,13 @@ let upstream: FakeUpstream
 let toolApis: FakeToolApis
 let landing: OAuthLanding
 
+let dir: string | undefined
 beforeAll(async () => {
   upstream = await startFakeOpenAi()
   toolApis = await startFakeToolApis()
   landing = await startOAuthLanding()
   // A config file makes the gateway log at start, proving the capture sees the gateway's logs.
-  const dir = mkdtempSync(join(tmpdir(), "secret-scan-"))
+  dir = mkdtempSync(join(tmpdir(), "secret-scan-"))
   writeFileSync(join(dir, "gateway.json"), JSON.stringify({ providers: [], models: [] }))
   gw = await startGateway({
     env: { GATEWAY_ALLOW_PRIVATE_URLS: "true", GATEWAY_CONFIG: join(dir, "gateway.json"), ...toolAppEnv(toolApis) },
@@ -46,6 +47,7 @@ afterAll(async () => {
   await upstream?.close()
   await toolApis?.close()
   await landing?.close()
+  if (dir !== undefined) rmSync(dir, { recursive: true, force: true })
 })
 
 /** Every captured log line and span (name, attributes, events) as one text. */
