@@ -295,8 +295,8 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
         const cost = costOf(outcome.candidate, outcome.usage)
         const now = new Date(clock.unsafeCurrentTimeMillis())
         recordMetrics(admitted, outcome, cost, now.getTime() - admitted.startedAt)
-        // The span carries the settlement's attributes, and the writes join its trace. The
-        // answer ends once they are committed (Settlements.settle: group commit).
+        // The span carries the settlement's attributes, and the writes join its trace. With call
+        // records on, the answer ends once the settlement is on record; the writes are queued.
         return Effect.flatMap(tracing ? annotateSettlement(admitted, outcome, cost) : noParent, (parent) => {
           const settlement = settlementOf(id, admitted, outcome, cost, now, parent)
           const queued = Effect.zipRight(call.settled(settlement), settlements.submit(settlement))
@@ -378,9 +378,9 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
       const { value: chunks } = yield* router.route(
         admitted.candidates,
         (c) =>
-          Effect.flatMap(callFor(admitted, c), (call) => {
+          Effect.flatMap(callFor(admitted, c), (attempt) => {
             inFlight = c
-            return adapters.get(c.kind).stream({ ...call, step: tally.relabel, onEnd: ended(c) }).pipe(
+            return adapters.get(c.kind).stream({ ...attempt, step: tally.relabel, onEnd: ended(c) }).pipe(
               Effect.tapError(() => Effect.sync(() => (inFlight = undefined)))
             )
           })
