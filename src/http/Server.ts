@@ -2,7 +2,6 @@
 // document at /openapi.json, docs page at /docs and a /health probe; chat completions are
 // served by the chat route in front of it unless GATEWAY_CHAT_FRONT_ROUTE is off.
 import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
-import { layerCdn as scalarDocsLayer } from "@effect/platform/HttpApiScalar"
 import { Config, Layer } from "effect"
 import { AdminLive } from "../admin/Http.js"
 import { BudgetsLive } from "../budgets/Http.js"
@@ -15,6 +14,7 @@ import { ToolsLive } from "../tools/Http.js"
 import { WebhooksLive } from "../webhooks/Http.js"
 import { GatewayApi } from "./Api.js"
 import { AuthenticationLive } from "./Authentication.js"
+import { DocsPageLive } from "./DocsPage.js"
 import { drainingServerLayer } from "./DrainingServer.js"
 import { ErrorMappingLive } from "./ErrorMapping.js"
 import { embeddedDatabase, withDefaultFrom } from "../../layers/lib/ConfigValues.js"
@@ -29,9 +29,8 @@ export const ApiLive = HttpApiBuilder.api(GatewayApi).pipe(
 )
 
 export const HttpAppLive = HttpApiBuilder.serve().pipe(
-  // The viewer script from Scalar's CDN, pinned to the version @effect/platform inlines: inlined,
-  // its 3.4 MB would stay in the heap for the life of the process (docs/decisions.md).
-  Layer.provide(scalarDocsLayer({ path: "/docs", version: "1.39.3" })),
+  // The viewer's script is served from the installed package, read per request (docs/decisions.md).
+  Layer.provide(DocsPageLive),
   Layer.provide(HttpApiBuilder.middlewareOpenApi({ path: "/openapi.json" })),
   Layer.provide(HealthLive),
   Layer.provide(ApiLive)
