@@ -2,8 +2,9 @@
 // completions are served here when GATEWAY_CHAT_FRONT_ROUTE is off, by the front route in
 // src/inference/ChatRoute.ts otherwise.
 import { HttpApiBuilder, HttpApp, HttpServerResponse } from "@effect/platform"
-import { Effect, Option, Stream } from "effect"
+import { Effect, FiberRef, Option, Stream } from "effect"
 import { DisplayLedger } from "../../layers/ledger/DisplayLedger.js"
+import { currentExchange, serverTiming } from "../../layers/lib/RequestIds.js"
 import { CurrentPrincipal } from "../../layers/access/KeyAuth.js"
 import { ModelCatalog } from "../../layers/tenancy/ModelCatalog.js"
 import { RateLimitSettings } from "../../layers/tenancy/RateLimitSettings.js"
@@ -33,6 +34,11 @@ const withHeaders = (headers: Record<string, string>) =>
   Object.keys(headers).length === 0
     ? Effect.void
     : HttpApp.appendPreResponseHandler((_req, res) => Effect.succeed(HttpServerResponse.setHeaders(res, headers)))
+
+/** An answer's headers with its Server-Timing (src/http/Server.ts runs every request in an exchange). */
+const timed = (headers: Record<string, string>) =>
+  Effect.flatMap(FiberRef.get(currentExchange), (exchange) =>
+    withHeaders(exchange === null ? headers : { ...headers, "server-timing": serverTiming(exchange) }))
 
 /** A refused admission: 429 with retry-after and the limit headers. */
 const rateLimited = (e: RateLimitExceeded) => {
@@ -65,7 +71,7 @@ export const InferenceLive = HttpApiBuilder.group(GatewayApi, "inference", (hand
     })
     const createChatCompletion = Effect.fnUntraced(function*(payload: ChatRequestBody) {
       const answer = yield* chat(yield* runtimePrincipal, payload).pipe(Effect.catchTag("RateLimitExceeded", rateLimited))
-      yield* withHeaders(answer.headers)
+      yield* timed(answer.headers)
       if ("completion" in answer) return answer.completion
       const sse = answer.chunks.pipe(
         sseEncode(chatEvent),
@@ -79,13 +85,13 @@ export const InferenceLive = HttpApiBuilder.group(GatewayApi, "inference", (hand
         const { admitted, response } = yield* responses.create(caller, payload).pipe(
           Effect.catchTag("RateLimitExceeded", rateLimited)
         )
-        yield* withHeaders(rateLimitHeaders(admitted.rateLimit))
+        yield* timed(rateLimitHeaders(admitted.rateLimit))
         return response
       }
       const { admitted, events } = yield* responses.stream(caller, payload).pipe(
         Effect.catchTag("RateLimitExceeded", rateLimited)
       )
-      yield* withHeaders(rateLimitHeaders(admitted.rateLimit))
+      yield* timed(rateLimitHeaders(admitted.rateLimit))
       const sse = events.pipe(sseEncode((e) => `event: ${e.type}\ndata: ${JSON.stringify(e)}\n\n`))
       return HttpServerResponse.stream(sse, { contentType: "text/event-stream", headers: sseHeaders })
     })
