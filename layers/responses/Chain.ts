@@ -6,7 +6,7 @@ import type { Usage } from "../../schemas/Chat.js"
 import { NotFound } from "../../schemas/Errors.js"
 import type { InputItem, OutputItem, ResponsesRequest } from "../../schemas/Responses.js"
 import type { Caller } from "../pipeline/Inference.js"
-import { toUsage } from "./Items.js"
+import { textFormatOf, toUsage } from "./Items.js"
 
 export interface StoredResponse {
   readonly id: string
@@ -50,7 +50,7 @@ export const makeResponseStore = (sql: PgClient.PgClient) => {
         ${body.previous_response_id ?? null}, ${threadId}, ${body.model}, ${body.instructions ?? null},
         ${JSON.stringify(input)}::jsonb, ${JSON.stringify(output)}::jsonb,
         ${usage === null ? null : JSON.stringify(toUsage(usage))}::jsonb, ${status},
-        ${sql.json({ tools: body.tools ?? [], tool_choice: body.tool_choice ?? "auto" })}, ${createdAt})
+        ${sql.json({ tools: body.tools ?? [], tool_choice: body.tool_choice ?? "auto", text: { format: textFormatOf(body) } })}, ${createdAt})
       ON CONFLICT (id) DO NOTHING`.pipe(Effect.orDie, Effect.asVoid)
 
   /**
