@@ -146,6 +146,9 @@ describe("structured output: text.format json_schema (flat)", () => {
     expect(spec.status).toBe(200)
     expect(spec.body.text.format).toMatchObject({ type: "json_schema", name: "w", schema: { type: "object" } })
     expect(JSON.parse(spec.body.output[0].content[0].text)).toEqual({ city: "hi", temperature: 1, sunny: true })
+    const specJson = await gw.call("POST", "/v1/responses", { key: t.endUserKey, body: { model: "mock-echo", input: "hi", response_format: { type: "json_object" } } })
+    expect(JSON.parse(specJson.body.output[0].content[0].text)).toEqual({ echo: "hi" })
+    expect(specJson.body.text.format).toEqual({ type: "json_object" })
     const none = await t.client.responses.create({ model: "mock-echo", input: "hi" })
     expect(none.text?.format).toEqual({ type: "text" })
   })
@@ -259,6 +262,32 @@ describe("content parts: input_text, input_image, input_file", () => {
     expect(toClaude.body.error).toMatchObject({ code: "unsupported_content", param: "input.0.content.1" })
     expect(oa.requests).toHaveLength(1)
     expect(anth.requests).toHaveLength(0)
+    expect(await ledger(t)).toEqual(before)
+  })
+})
+
+describe("chat completions: the same parts", () => {
+  it("image_url and file parts reach an openai upstream as sent; a file by URL is 422 naming the part", async () => {
+    const t = await tenant()
+    oa.reset()
+    anth.reset()
+    const content = [
+      { type: "text" as const, text: "look" },
+      { type: "image_url" as const, image_url: { url: dataUrl, detail: "low" as const } },
+      { type: "file" as const, file: { file_data: "data:application/pdf;base64,JVBERi0xLjQK", filename: "a.pdf" } }
+    ]
+    await t.client.chat.completions.create({ model: "gpt-fake", messages: [{ role: "user", content }] })
+    expect(lastUpstreamBody(oa).messages[0].content).toEqual(content)
+    await t.client.chat.completions.create({ model: "claude-fake", messages: [{ role: "user", content: content.slice(0, 2) }] })
+    expect(lastUpstreamBody(anth).messages[0].content[1]).toEqual({ type: "image", source: { type: "base64", media_type: "image/png", data: PNG } })
+    const before = await ledger(t)
+    const byUrl = await gw.call("POST", "/v1/chat/completions", {
+      key: t.endUserKey,
+      body: { model: "gpt-fake", messages: [{ role: "user", content: [{ type: "file", file: { file_url: "https://files.example/a.pdf" } }] }] }
+    })
+    expect(byUrl.status).toBe(422)
+    expect(byUrl.body.error).toMatchObject({ code: "unsupported_content", param: "messages.0.content.0.file.file_url" })
+    expect(oa.requests).toHaveLength(1)
     expect(await ledger(t)).toEqual(before)
   })
 })
