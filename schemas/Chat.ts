@@ -9,7 +9,25 @@ export const ToolCall = Schema.Struct({
 })
 export type ToolCall = typeof ToolCall.Type
 
-const ContentPart = Schema.Struct({ type: Schema.String, text: Schema.optional(Schema.String) })
+/**
+ * A content part: `text`, `image_url` (a URL or a data URL) or `file` (file_data, file_id; the
+ * Responses API's file_url rides here too). Which upstream kinds take which: upstream/Support.ts.
+ */
+const ContentPart = Schema.Struct({
+  type: Schema.String,
+  text: Schema.optional(Schema.String),
+  image_url: Schema.optional(Schema.Struct({
+    url: Schema.String,
+    detail: Schema.optional(Schema.Literal("auto", "low", "high"))
+  })),
+  file: Schema.optional(Schema.Struct({
+    file_data: Schema.optional(Schema.String),
+    file_id: Schema.optional(Schema.String),
+    file_url: Schema.optional(Schema.String),
+    filename: Schema.optional(Schema.String)
+  }))
+})
+export type ContentPart = typeof ContentPart.Type
 
 export const ChatMessage = Schema.Struct({
   role: Schema.Literal("system", "user", "assistant", "tool", "developer"),
@@ -40,6 +58,7 @@ export const ResponseFormat = Schema.Union(
   Schema.Struct({ type: Schema.Literal("text", "json_object") }),
   Schema.Struct({ type: Schema.Literal("json_schema"), json_schema: Schema.Record({ key: Schema.String, value: Schema.Unknown }) })
 )
+export type ResponseFormat = typeof ResponseFormat.Type
 
 const Penalty = Schema.Number.pipe(Schema.between(-2, 2))
 

@@ -5,16 +5,42 @@ import { FunctionTool as ChatFunctionTool, ResponseFormat, ToolChoice } from "./
 
 const Role = Schema.Literal("user", "assistant", "system", "developer")
 
-const ContentPart = Schema.Struct({
+const TextPart = Schema.Struct({
   type: Schema.Literal("input_text", "output_text", "text"),
   text: Schema.String
 })
+
+const httpUrl = /^https?:\/\/\S+$/i
+
+/** An image as a URL or a data URL (`data:image/png;base64,...`). */
+export const InputImagePart = Schema.Struct({
+  type: Schema.Literal("input_image"),
+  image_url: Schema.String.pipe(Schema.filter((url) =>
+    httpUrl.test(url) || /^data:image\/[\w.+-]+;base64,/i.test(url) || "must be an http(s) URL or a data:image/...;base64, URL"
+  )),
+  detail: Schema.optional(Schema.NullOr(Schema.Literal("auto", "low", "high")))
+})
+
+/** A file by its content (a data URL), its URL or a provider file id: exactly one of them. */
+export const InputFilePart = Schema.Struct({
+  type: Schema.Literal("input_file"),
+  file_data: Schema.optional(Schema.NullOr(Schema.String.pipe(Schema.minLength(1)))),
+  file_url: Schema.optional(Schema.NullOr(Schema.String.pipe(Schema.filter((url) => httpUrl.test(url) || "must be an http(s) URL")))),
+  file_id: Schema.optional(Schema.NullOr(Schema.String.pipe(Schema.minLength(1)))),
+  filename: Schema.optional(Schema.NullOr(Schema.String))
+}).pipe(Schema.filter((part) =>
+  [part.file_data, part.file_url, part.file_id].filter((f) => f != null).length === 1 ||
+  { path: ["file_data"], message: "input_file needs exactly one of file_data, file_url, file_id" }
+))
+
+export const ContentPart = Schema.Union(TextPart, InputImagePart, InputFilePart)
+export type ContentPart = typeof ContentPart.Type
 
 /** `{role, content}` (the SDK may add `type: "message"`). */
 export const MessageItem = Schema.Struct({
   type: Schema.optional(Schema.Literal("message")),
   role: Role,
-  content: Schema.Union(Schema.String, Schema.Array(ContentPart))
+  content: Schema.Union(Schema.Array(ContentPart), Schema.String)
 })
 
 export const FunctionCallOutputItem = Schema.Struct({
@@ -32,7 +58,7 @@ export const FunctionCallItem = Schema.Struct({
   id: Schema.optional(Schema.String)
 })
 
-export const InputItem = Schema.Union(FunctionCallOutputItem, FunctionCallItem, MessageItem)
+export const InputItem = Schema.Union(MessageItem, FunctionCallOutputItem, FunctionCallItem)
 export type InputItem = typeof InputItem.Type
 
 export const FunctionTool = Schema.Struct({
@@ -53,6 +79,22 @@ export const McpTool = Schema.Struct({
   allowed_tools: Schema.optional(Schema.Array(Schema.String))
 })
 
+/**
+ * `text.format` as the Responses API defines it: json_schema is flat (name, schema, strict and
+ * description beside `type`), unlike chat's `response_format.json_schema`.
+ */
+export const TextFormat = Schema.Union(
+  Schema.Struct({ type: Schema.Literal("text", "json_object") }),
+  Schema.Struct({
+    type: Schema.Literal("json_schema"),
+    name: Schema.String.pipe(Schema.pattern(/^[a-zA-Z0-9_-]{1,64}$/)),
+    schema: Schema.Record({ key: Schema.String, value: Schema.Unknown }),
+    strict: Schema.optional(Schema.NullOr(Schema.Boolean)),
+    description: Schema.optional(Schema.NullOr(Schema.String))
+  })
+)
+export type TextFormat = typeof TextFormat.Type
+
 const ResponsesToolChoice = Schema.Union(
   ToolChoice,
   Schema.Struct({ type: Schema.Literal("function"), name: Schema.String })
@@ -60,7 +102,7 @@ const ResponsesToolChoice = Schema.Union(
 
 export const ResponsesRequest = Schema.Struct({
   model: Schema.String.pipe(Schema.minLength(1)),
-  input: Schema.Union(Schema.String, Schema.Array(InputItem)),
+  input: Schema.Union(Schema.Array(InputItem), Schema.String),
   instructions: Schema.optional(Schema.NullOr(Schema.String)),
   tools: Schema.optional(Schema.Array(Schema.Union(FunctionTool, McpTool))),
   tool_choice: Schema.optional(ResponsesToolChoice),
@@ -70,9 +112,9 @@ export const ResponsesRequest = Schema.Struct({
   temperature: Schema.optional(Schema.Number.pipe(Schema.between(0, 2))),
   top_p: Schema.optional(Schema.Number.pipe(Schema.between(0, 1))),
   max_output_tokens: Schema.optional(Schema.Int.pipe(Schema.positive())),
+  /** The spec's spelling of the output format (chat's shape); `text.format` is the SDKs'. */
   response_format: Schema.optional(ResponseFormat),
-  /** The SDK's spelling of JSON mode: `text.format`. */
-  text: Schema.optional(Schema.Struct({ format: Schema.optional(ResponseFormat) })),
+  text: Schema.optional(Schema.Struct({ format: Schema.optional(TextFormat) })),
   user: Schema.optional(Schema.String)
 })
 export type ResponsesRequest = typeof ResponsesRequest.Type
@@ -140,6 +182,8 @@ export const ResponseObject = Schema.Struct({
   temperature: Schema.NullOr(Schema.Number),
   top_p: Schema.NullOr(Schema.Number),
   max_output_tokens: Schema.NullOr(Schema.Int),
+  /** The output format asked for, in the Responses API's shape (`{format: {type: "text"}}` by default). */
+  text: Schema.Struct({ format: TextFormat }),
   metadata: Schema.Record({ key: Schema.String, value: Schema.String })
 })
 export type ResponseObject = typeof ResponseObject.Type

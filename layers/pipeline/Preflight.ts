@@ -17,6 +17,7 @@ import { resolveLimits } from "../tenancy/RateLimitSettings.js"
 import type { AdmissionSnapshot } from "./AdmissionSnapshot.js"
 import type { Candidate } from "./ProviderRouter.js"
 import type { RateLimiter, RateLimitExceeded, RateLimits, RateLimitState } from "./RateLimiter.js"
+import { refusedPart } from "./upstream/Support.js"
 
 export type Caller = PlatformPrincipal | EndUserPrincipal
 export type RequestType = "chat.completion" | "response"
@@ -34,8 +35,8 @@ const maxBy = (values: ReadonlyArray<BigDecimal.BigDecimal>) =>
 
 /**
  * Check 1: the model exists for this platform, the key may do inference and the prompt is
- * within GATEWAY_MAX_PROMPT_CHARS (`chars`, its length, read before anything is counted);
- * gives max_tokens.
+ * within GATEWAY_MAX_PROMPT_CHARS (`chars`, its length, read before anything is counted), and
+ * every candidate upstream takes the request's content parts (upstream/Support.ts); gives max_tokens.
  */
 export const checkModel = (
   caller: Caller,
@@ -57,6 +58,14 @@ export const checkModel = (
       code: "context_length_exceeded",
       param: field,
       message: `The ${field} hold ${chars} characters of text; this gateway accepts at most ${maxPromptChars} per request`
+    }))
+  }
+  const refused = refusedPart(request, candidates)
+  if (refused !== undefined) {
+    return Either.left(new ValidationError({
+      code: "unsupported_content",
+      param: refused.param,
+      message: `${refused.param}: this model does not accept ${refused.what}`
     }))
   }
   const maxTokens = request.max_tokens ?? request.max_completion_tokens

@@ -18,10 +18,24 @@ import { makeResponseStore } from "./Chain.js"
 import { chunkEvents, eventSequence, hostedEvents, type ResponseEvent } from "./Events.js"
 import { makeHostedTools } from "./Hosted.js"
 import { makeStoredResponses } from "./Stored.js"
-import { responseObject, toChatRequest, toMessages } from "./Items.js"
+import { inputParamOf, responseObject, toChatRequest, toMessages } from "./Items.js"
 
 export type { ResponseEvent } from "./Events.js"
 export { toMessages } from "./Items.js"
+
+/** A refusal of the chat request the body became, named in the body's own fields. */
+const inResponsesTerms = (e: ValidationError, body: ResponsesRequest): ValidationError => {
+  switch (e.code) {
+    case "max_tokens_too_small":
+      return new ValidationError({ ...e, param: "max_output_tokens", message: "max_output_tokens must be at least 16 for this model" })
+    case "unsupported_content": {
+      const param = inputParamOf(body.input, e.param ?? "")
+      return new ValidationError({ ...e, param, message: e.message.replace(/^[^:]*:/, `${param}:`) })
+    }
+    default:
+      return e
+  }
+}
 
 export class Responses extends Effect.Service<Responses>()("gateway/Responses", {
   dependencies: [Inference.Default, KeyAuth.Default, Listeners.Default, ToolHost.Default],
@@ -51,8 +65,7 @@ export class Responses extends Effect.Service<Responses>()("gateway/Responses", 
       }
       const chat = toChatRequest(body, messages, hosted.chatTools)
       const admitted = yield* inference.admit(caller, chat, "response").pipe(
-        Effect.catchTag("ValidationError", (e) =>
-          Effect.fail(e.code === "max_tokens_too_small" ? new ValidationError({ ...e, param: "max_output_tokens", message: "max_output_tokens must be at least 16 for this model" }) : e))
+        Effect.catchTag("ValidationError", (e) => Effect.fail(inResponsesTerms(e, body)))
       )
       const threadId = body.thread_id ?? chain.at(-1)?.thread_id ?? null
       const createdAt = new Date(yield* Clock.currentTimeMillis)

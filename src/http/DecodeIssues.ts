@@ -108,11 +108,22 @@ const reasonOf = (issue: Issue): string | undefined => {
 const samePath = (a: Issue["path"], b: Issue["path"]) => a.length === b.length && a.every((key, i) => key === b[i])
 
 /**
- * The first issue that says something, at its path: a union of literals is named whole ("must be
- * one of"), though Schema reports one issue per alternative.
+ * How telling an issue is: in a union, the alternative that matches the value's shape fails
+ * deepest (an array item's field rather than "input must be a string"), and at one depth an
+ * alternative whose literal (its `type`) did not match is the wrong one, not the field's fault.
+ */
+const weight = (issue: Issue): number =>
+  issue.path.length * 2 + (issue._tag === "Type" && literalsOf(EXPECTED.exec(issue.message)?.[1] ?? "") !== undefined ? 0 : 1)
+
+/**
+ * The most telling issue that says something (the first of them), at its path. A union of
+ * literals is named whole ("must be one of"), though Schema reports one issue per alternative.
  */
 export const clientValidation = (issues: ReadonlyArray<Issue>): ClientValidation => {
-  const primary = issues.find((issue) => reasonOf(issue) !== undefined) ?? issues[0]
+  const primary = issues
+    .filter((issue) => reasonOf(issue) !== undefined)
+    .reduce<Issue | undefined>((best, issue) => best === undefined || weight(issue) > weight(best) ? issue : best, undefined) ??
+    issues[0]
   if (primary === undefined) return { param: undefined, message: "body: is invalid" }
   const param = primary.path.length > 0 ? primary.path.map(String).join(".") : undefined
   let reason = reasonOf(primary) ?? "is invalid"

@@ -46,6 +46,8 @@ export interface Conversation {
   readonly lastIsUser: boolean
   readonly firstToolName: string | undefined
   readonly json: boolean
+  /** The JSON schema of a structured-output request: the answer is an object matching it. */
+  readonly schema?: unknown
   readonly stream: boolean
   readonly model: string
 }
@@ -103,6 +105,27 @@ export const splitWords = (text: string): ReadonlyArray<string> => text.match(/\
 export const sse = (data: unknown, event?: string) =>
   `${event === undefined ? "" : `event: ${event}\n`}data: ${typeof data === "string" ? data : JSON.stringify(data)}\n\n`
 
+/** A value matching a simple JSON schema: strings are the reply, numbers 42, objects filled in. */
+export const valueFor = (schema: any, reply: string): unknown => {
+  if (Array.isArray(schema?.enum)) return schema.enum[0]
+  const type = Array.isArray(schema?.type) ? schema.type.find((t: unknown) => t !== "null") : schema?.type
+  switch (type) {
+    case "object":
+      return Object.fromEntries(Object.entries(schema.properties ?? {}).map(([k, v]) => [k, valueFor(v, reply)]))
+    case "array":
+      return [valueFor(schema.items, reply)]
+    case "string":
+      return reply
+    case "number":
+    case "integer":
+      return 42
+    case "boolean":
+      return true
+    default:
+      return null
+  }
+}
+
 const planFor = (c: Conversation, behavior: FakeBehavior, n: number): Plan => {
   if (c.toolResult !== undefined) {
     const text = `done: ${c.toolResult}`
@@ -114,7 +137,7 @@ const planFor = (c: Conversation, behavior: FakeBehavior, n: number): Plan => {
     return { kind: "tool", callId: `call_fake_${n}`, name: c.firstToolName, arguments: args, pieces: [args.slice(0, half), args.slice(half)] }
   }
   const reply = behavior.reply ?? "Hello from the fake upstream"
-  const text = c.json ? JSON.stringify({ reply }) : reply
+  const text = c.schema !== undefined ? JSON.stringify(valueFor(c.schema, reply)) : c.json ? JSON.stringify({ reply }) : reply
   return { kind: "text", text, pieces: splitWords(text) }
 }
 
@@ -263,6 +286,7 @@ const openAiProtocol: FakeProtocol = {
       lastIsUser: last?.role === "user",
       firstToolName: body?.tools?.[0]?.function?.name,
       json: body?.response_format?.type === "json_object",
+      ...(body?.response_format?.type === "json_schema" ? { schema: body.response_format.json_schema?.schema } : {}),
       stream: body?.stream === true,
       model: String(body?.model)
     }

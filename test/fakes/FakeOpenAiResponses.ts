@@ -37,6 +37,7 @@ const responsesProtocol: FakeProtocol = {
       lastIsUser: last?.role === "user",
       firstToolName: body?.tools?.[0]?.name,
       json: body?.text?.format?.type === "json_object",
+      ...(body?.text?.format?.type === "json_schema" ? { schema: body.text.format.schema } : {}),
       stream: body?.stream === true,
       model: String(body?.model)
     }

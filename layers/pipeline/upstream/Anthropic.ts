@@ -10,8 +10,13 @@ import { type UpstreamAdapter, type UpstreamCall, UpstreamError } from "./Upstre
 
 // ---- request ------------------------------------------------------------------------------
 
+type ImageSource =
+  | { readonly type: "base64"; readonly media_type: string; readonly data: string }
+  | { readonly type: "url"; readonly url: string }
+
 type Block =
   | { readonly type: "text"; readonly text: string }
+  | { readonly type: "image"; readonly source: ImageSource }
   | { readonly type: "tool_use"; readonly id: string; readonly name: string; readonly input: unknown }
   | { readonly type: "tool_result"; readonly tool_use_id: string; readonly content: string }
 
@@ -35,10 +40,24 @@ const parseArguments = (args: string): unknown => {
 
 const textBlocks = (text: string): ReadonlyArray<Block> => (text === "" ? [] : [{ type: "text", text }])
 
+/** An image URL as Anthropic's source: a data URL's bytes inline (base64), any other URL by reference. */
+const imageSource = (url: string): ImageSource => {
+  const data = /^data:([^;,]+);base64,(.*)$/s.exec(url)
+  return data === null ? { type: "url", url } : { type: "base64", media_type: data[1]!, data: data[2]! }
+}
+
+/** A user turn's blocks: its text and images in order (files are refused before the call: Support.ts). */
+const userBlocks = (content: ChatMessage["content"]): ReadonlyArray<Block> =>
+  Array.isArray(content) && content.some((p) => p.image_url !== undefined)
+    ? content.flatMap((p): ReadonlyArray<Block> =>
+      p.image_url !== undefined ? [{ type: "image", source: imageSource(p.image_url.url) }] : textBlocks(p.text ?? "")
+    )
+    : textBlocks(messageText(content))
+
 const toMessage = (m: ChatMessage): Message | undefined => {
   switch (m.role) {
     case "user":
-      return { role: "user", content: textBlocks(messageText(m.content)) }
+      return { role: "user", content: userBlocks(m.content) }
     case "assistant":
       return {
         role: "assistant",
@@ -76,15 +95,23 @@ const toMessages = (messages: ReadonlyArray<ChatMessage>): ReadonlyArray<Message
     return out
   }, [])
 
-// No JSON mode on the Messages API: the closest is an instruction in the system prompt.
+// No JSON mode on the Messages API: the closest is an instruction in the system prompt, with the
+// schema when one is given (followed by the model, not enforced by the API).
 const JSON_INSTRUCTION = "Respond only with a single valid JSON object, no prose and no code fences."
+
+const formatInstruction = (format: ChatRequest["response_format"]): string | undefined => {
+  if (format?.type === "json_object") return JSON_INSTRUCTION
+  if (format?.type !== "json_schema") return undefined
+  return `${JSON_INSTRUCTION} It must match this JSON schema: ${JSON.stringify(format.json_schema.schema ?? {})}`
+}
 
 const systemOf = (request: ChatRequest): string | undefined => {
   const parts = request.messages
     .filter((m) => m.role === "system" || m.role === "developer")
     .map((m) => messageText(m.content))
     .filter((t) => t !== "")
-  if (request.response_format?.type === "json_object") parts.push(JSON_INSTRUCTION)
+  const instruction = formatInstruction(request.response_format)
+  if (instruction !== undefined) parts.push(instruction)
   return parts.length === 0 ? undefined : parts.join("\n\n")
 }
 

@@ -1,6 +1,9 @@
 // The `mock` adapter: deterministic and offline, for the demo and the benchmarks. It echoes
 // the last user message and counts usage with a fixed rule, so results can be asserted exactly.
 //
+// Output formats: json_object answers `{"echo":"<text>"}`; json_schema answers the object its
+// schema asks for, made as tool arguments are (below).
+//
 // Provider model ids starting with `mock-tools` (the demo's model `mock-tools`) also call tools:
 //  - function tools offered and tool_choice not "none", and the last message is not a tool result:
 //    ONE tool call (finish_reason `tool_calls`, content null, id `call_<32 hex>`) to the tool that
@@ -33,10 +36,15 @@ const lastUserText = (request: ChatRequest): string => {
   return user === undefined ? "" : messageText(user.content)
 }
 
-/** `echo: <text>`, or `{"echo":"<text>"}` in JSON mode so the answer stays valid JSON. */
+/**
+ * `echo: <text>`; `{"echo":"<text>"}` in JSON mode so the answer stays valid JSON; with a JSON
+ * schema, the object mockArguments makes for it (its properties filled from the text).
+ */
 export const mockReply = (request: ChatRequest): string => {
   const text = lastUserText(request)
-  return request.response_format?.type === "json_object" ? JSON.stringify({ echo: text }) : `echo: ${text}`
+  const format = request.response_format
+  if (format?.type === "json_schema") return JSON.stringify(mockArguments(format.json_schema.schema, text))
+  return format?.type === "json_object" ? JSON.stringify({ echo: text }) : `echo: ${text}`
 }
 
 const words = (text: string): ReadonlyArray<string> => text.split(/\s+/).filter((w) => w.length > 0)

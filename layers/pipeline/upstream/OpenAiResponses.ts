@@ -2,7 +2,7 @@
 // (POST {baseUrl}/responses) as input items, and its output items or stream events translated
 // back into a chat completion or chat chunks. (The 16-token floor is checked by the gateway.)
 import { Effect, Either, Schema } from "effect"
-import type { ChatChunk, ChatCompletion, ChatMessage, ChatRequest, ToolCall } from "../../../schemas/Chat.js"
+import type { ChatChunk, ChatCompletion, ChatMessage, ChatRequest, ContentPart, ToolCall } from "../../../schemas/Chat.js"
 import { joinUrl, jsonDecoder, mergeHeaders, protocolError } from "./Http.js"
 import { assistantChoice, chunk, completionId, emit, finished, messageText, nowSeconds, type SseEvent, type Step, type StreamMeta, usageChunk, usageOf } from "./Sse.js"
 import { httpAdapter } from "./HttpAdapter.js"
@@ -11,16 +11,39 @@ import { type UpstreamAdapter, type UpstreamCall, UpstreamError } from "./Upstre
 
 // ---- request ------------------------------------------------------------------------------
 
+type InputPart =
+  | { readonly type: "input_text"; readonly text: string }
+  | { readonly type: "input_image"; readonly image_url: string; readonly detail: string }
+  | { readonly type: "input_file"; readonly file_data?: string | undefined; readonly file_url?: string | undefined; readonly file_id?: string | undefined; readonly filename?: string | undefined }
+
 type InputItem =
-  | { readonly role: "user" | "assistant"; readonly content: string }
+  | { readonly role: "user" | "assistant"; readonly content: string | ReadonlyArray<InputPart> }
   | { readonly type: "function_call"; readonly call_id: string; readonly name: string; readonly arguments: string }
   | { readonly type: "function_call_output"; readonly call_id: string; readonly output: string }
+
+/** Chat's content parts as input parts: image_url -> input_image, file -> input_file; other kinds carry no input. */
+const toInputParts = (parts: ReadonlyArray<ContentPart>): ReadonlyArray<InputPart> =>
+  parts.flatMap((p): ReadonlyArray<InputPart> =>
+    p.image_url !== undefined
+      ? [{ type: "input_image", image_url: p.image_url.url, detail: p.image_url.detail ?? "auto" }]
+      : p.file !== undefined
+      ? [{ type: "input_file", ...p.file }]
+      : p.text !== undefined && p.text !== ""
+      ? [{ type: "input_text", text: p.text }]
+      : []
+  )
+
+/** A user turn: a string when it is text only (the common case), else input parts. */
+const userContent = (content: ChatMessage["content"]): string | ReadonlyArray<InputPart> =>
+  Array.isArray(content) && content.some((p) => p.image_url !== undefined || p.file !== undefined)
+    ? toInputParts(content)
+    : messageText(content)
 
 const toItems = (m: ChatMessage): ReadonlyArray<InputItem> => {
   const text = messageText(m.content)
   switch (m.role) {
     case "user":
-      return [{ role: "user", content: text }]
+      return [{ role: "user", content: userContent(m.content) }]
     case "assistant":
       return [
         ...(text === "" ? [] : [{ role: "assistant" as const, content: text }]),
