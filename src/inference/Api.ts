@@ -1,8 +1,9 @@
 // Runtime endpoints callable with platform or end-user keys: the model list, chat completions
-// and responses (JSON or SSE), and the caller's own rate limits.
+// and responses (JSON or SSE), embeddings, and the caller's own rate limits.
 import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
 import { EffectiveRateLimits, ModelList } from "../../schemas/Catalog.js"
 import { ChatCompletion, ChatRequestBody } from "../../schemas/Chat.js"
+import { EmbeddingList, EmbeddingRequest } from "../../schemas/Embeddings.js"
 import { ResponseObject, ResponsesRequest } from "../../schemas/Responses.js"
 import { MyBudget } from "../../schemas/Wallet.js"
 import { BadGateway, GatewayTimeout, PaymentRequired, RateLimited } from "../../schemas/Errors.js"
@@ -25,6 +26,15 @@ export class InferenceGroup extends HttpApiGroup.make("inference")
     HttpApiEndpoint.post("createResponse", "/responses")
       .setPayload(ResponsesRequest)
       .addSuccess(ResponseObject)
+      .addError(PaymentRequired.Http)
+      .addError(RateLimited.Http)
+      .addError(BadGateway.Http)
+      .addError(GatewayTimeout.Http)
+  )
+  .add(
+    HttpApiEndpoint.post("createEmbedding", "/embeddings")
+      .setPayload(EmbeddingRequest)
+      .addSuccess(EmbeddingList)
       .addError(PaymentRequired.Http)
       .addError(RateLimited.Http)
       .addError(BadGateway.Http)
