@@ -55,7 +55,7 @@ export class Embeddings extends Effect.Service<Embeddings>()("gateway/Embeddings
     const adapters = yield* UpstreamAdapters
 
     /** The five checks, routing with failover, settlement; gives the list and what admission decided (its rate-limit state). */
-    const create = Effect.fn("Embeddings.create")(function*(caller: Caller, request: EmbeddingRequest) {
+    const create = Effect.fnUntraced(function*(caller: Caller, request: EmbeddingRequest) {
       const texts = yield* inputTexts(request.input)
       const admitted = yield* inference.admit(caller, asPrompt(request.model, texts), "embedding")
       const { value, usage } = yield* inference.serve(admitted, (candidate, call): Effect.Effect<EmbeddingAnswer, UpstreamError> => {
