@@ -72,6 +72,10 @@ const tenant = async (budgetUsd = 5): Promise<Tenant> => {
   return { platformId, platformKey, ...eu, client: new OpenAI({ apiKey: eu.endUserKey, baseURL: `${gw.baseUrl}/v1`, maxRetries: 0 }) }
 }
 
+/** The budget as GET shows it (reserved_usd: what calls in flight hold). */
+const budgetOf = async (t: Tenant) =>
+  ok(await gw.call("GET", `/v1/platforms/${t.platformId}/end-users/${t.endUserId}/budget`, { key: t.platformKey })).body
+
 const money = async (t: Tenant) => {
   const budget = await gw.db.pool.query("SELECT used_usd::text FROM budgets WHERE end_user_id = $1 AND deleted_at IS NULL", [t.endUserId])
   const wallet = await gw.db.pool.query("SELECT balance_usd::text FROM platform_wallets WHERE platform_id = $1", [t.platformId])
@@ -300,5 +304,23 @@ describe("embeddings on an openai upstream", () => {
     expect(primary.requests).toHaveLength(0)
     expect(secondary.requests).toHaveLength(0)
     expect(await money(t)).toEqual({ used: "1", wallet: "10", logs: 0 })
+  })
+
+  it("reserve mode: the call reserves its input's cost, settles exactly and releases; a failed call releases too", async () => {
+    primary.reset()
+    secondary.reset()
+    const t = await tenant()
+    ok(await gw.call("PATCH", `/v1/platforms/${t.platformId}`, { key: t.platformKey, body: { settings: { budget_enforcement: "reserve" } } }))
+    const served = ok(await embed(t, { model: "fake-embed", input: ["one", "two", "three"] }))
+    expect(served.body.usage).toEqual({ prompt_tokens: 30, total_tokens: 30 })
+    // 30 x 0.13 / 1e6
+    expect(await money(t)).toEqual({ used: "0.0000039", wallet: "9.9999961", logs: 1 })
+    expect((await budgetOf(t)).reserved_usd).toBe(0)
+
+    primary.setBehavior({ fail: { status: 500, times: 1 } })
+    secondary.setBehavior({ fail: { status: 500, times: 1 } })
+    expect((await embed(t, { model: "fake-embed", input: "lost" })).status).toBe(502)
+    expect((await budgetOf(t)).reserved_usd).toBe(0)
+    expect(await money(t)).toEqual({ used: "0.0000039", wallet: "9.9999961", logs: 1 })
   })
 })
