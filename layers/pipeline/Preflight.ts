@@ -24,6 +24,7 @@ export type RequestType = "chat.completion" | "response" | "embedding"
 /** The GenAI operation of a request type (span and metric label). */
 export const operationOf = (requestType: RequestType): "chat" | "responses" | "embeddings" =>
   requestType === "response" ? "responses" : requestType === "embedding" ? "embeddings" : "chat"
+
 export type WalletSettings = NonNullable<PlatformSettings["end_user_wallet"]>
 export type PreflightError = Forbidden | NotFound | ValidationError | RateLimitExceeded | PaymentRequired
 
