@@ -18,6 +18,7 @@ import mcpSessions from "./0017_mcp_sessions.js"
 import callRecords from "./0019_call_records.js"
 import budgetReservations from "./0020_budget_reservations.js"
 import responseIncompleteReason from "./0022_response_incomplete_reason.js"
+import modelServes from "./0023_model_serves.js"
 
 export const migrations = Migrator.fromRecord({
   "0001_foundation": foundation,
@@ -37,5 +38,6 @@ export const migrations = Migrator.fromRecord({
   "0017_mcp_sessions": mcpSessions,
   "0019_call_records": callRecords,
   "0020_budget_reservations": budgetReservations,
-  "0022_response_incomplete_reason": responseIncompleteReason
+  "0022_response_incomplete_reason": responseIncompleteReason,
+  "0023_model_serves": modelServes
 })

@@ -4,6 +4,14 @@ import { BigDecimal, Schema } from "effect"
 import { BackfillList, Int4, INT4_MAX, JsonObject, NonNegativeMoney, PositiveMoney, RowCursor, strict, Text, Timestamp, Usd } from "./Common.js"
 
 export const ProviderKind = Schema.Literal("openai", "openai-responses", "anthropic", "mock")
+export type ProviderKind = typeof ProviderKind.Type
+
+/** What a model serves: `chat` (chat completions and responses) and/or `embeddings`. */
+export const ModelOperation = Schema.Literal("chat", "embeddings")
+export type ModelOperation = typeof ModelOperation.Type
+
+/** The provider kinds whose adapter serves embeddings (POST {base_url}/embeddings, or offline for mock). */
+export const EMBEDDING_KINDS: ReadonlyArray<ProviderKind> = ["openai", "mock"]
 const Slug = Schema.String.pipe(Schema.pattern(/^[a-z0-9][a-z0-9._-]{0,99}$/))
 const HttpUrl = Schema.String.pipe(Schema.pattern(/^https?:\/\/[^\s]+$/))
 
@@ -31,6 +39,10 @@ export const ModelProviderInput = Schema.Struct({
 
 export const ModelInput = Schema.Struct({
   slug: Slug,
+  serves: Schema.optionalWith(
+    Schema.NonEmptyArray(ModelOperation).pipe(Schema.filter((ops) => new Set(ops).size === ops.length, { message: () => "an operation is listed twice" })),
+    { default: () => ["chat"] }
+  ),
   providers: Schema.Array(ModelProviderInput)
 }).annotations(strict)
 export type ModelInput = typeof ModelInput.Type
@@ -38,6 +50,7 @@ export type ModelInput = typeof ModelInput.Type
 export const ModelConfig = Schema.Struct({
   id: Schema.String,
   slug: Schema.String,
+  serves: Schema.Array(ModelOperation),
   providers: Schema.Array(Schema.Struct({
     provider: Schema.String,
     provider_model_id: Schema.String,

@@ -168,7 +168,14 @@ export class UnsupportedMediaType extends Schema.TaggedError<UnsupportedMediaTyp
 export class ValidationError extends Schema.TaggedError<ValidationError>()("ValidationError", {
   message: Schema.String,
   param,
-  code: Schema.Literal("validation_error", "max_tokens_too_small", "unsupported_tool_type", "context_length_exceeded", "unsupported_content")
+  code: Schema.Literal(
+    "validation_error",
+    "max_tokens_too_small",
+    "unsupported_tool_type",
+    "context_length_exceeded",
+    "model_not_supported",
+    "unsupported_content"
+  )
 }) {
   static readonly Http = openAiError(this, {
     tag: "ValidationError",

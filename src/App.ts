@@ -8,6 +8,7 @@ import { Capabilities } from "../layers/capabilities/Capabilities.js"
 import { DatabaseLive } from "../layers/platform/Database.js"
 import { DisplayLedger } from "../layers/ledger/DisplayLedger.js"
 import { DatabaseUrlLive } from "../layers/platform/EmbeddedPostgres.js"
+import { Embeddings } from "../layers/pipeline/Embeddings.js"
 import { EndUsers } from "../layers/tenancy/EndUsers.js"
 import { Idempotency } from "../layers/platform/Idempotency.js"
 import { Inference } from "../layers/pipeline/Inference.js"
@@ -43,6 +44,7 @@ export const ServicesLive = Layer.mergeAll(
   BudgetLedger.Default,
   Capabilities.Default,
   DisplayLedger.Default,
+  Embeddings.Default,
   EndUsers.Default,
   Idempotency.Default,
   Inference.Default,

@@ -1,5 +1,5 @@
 // Demo mode (GATEWAY_DEMO, on by default with the embedded database): a demo platform with an
-// end user, the offline `mock` provider with models `mock-echo` and `mock-tools`, the in-process
+// end user, the offline `mock` provider with models `mock-echo`, `mock-tools` and `mock-embed`, the in-process
 // capability provider `demo-search`, and a prepaid wallet. The raw keys are kept in the data dir
 // so every start can print them again.
 import { SqlClient } from "@effect/sql"
@@ -10,6 +10,7 @@ import { dataDir } from "../layers/platform/EmbeddedPostgres.js"
 import { EndUsers } from "../layers/tenancy/EndUsers.js"
 import { hashKey } from "../layers/access/KeyFormat.js"
 import { ModelCatalog } from "../layers/tenancy/ModelCatalog.js"
+import type { ModelInput } from "../schemas/Catalog.js"
 import { PlatformWallet } from "../layers/ledger/PlatformWallet.js"
 import { ProviderKeys } from "../layers/tenancy/ProviderKeys.js"
 import { Platforms } from "../layers/tenancy/Platforms.js"
@@ -20,8 +21,9 @@ export type DemoKeys = typeof DemoFile.Type
 export { demoEnabled } from "../layers/lib/DemoMode.js"
 
 /** A model served by the offline `mock` provider at the demo prices. */
-const mockModel = (slug: string, providerModelId: string) => ({
+const mockModel = (slug: string, providerModelId: string, serves: ModelInput["serves"] = ["chat"]) => ({
   slug,
+  serves,
   providers: [{
     provider: "mock",
     provider_model_id: providerModelId,
@@ -34,8 +36,9 @@ const mockModel = (slug: string, providerModelId: string) => ({
 })
 
 /**
- * The offline `mock` provider with `mock-echo` (echoes) and `mock-tools` (calls the tools it is
- * offered; layers/pipeline/upstream/Mock.ts); idempotent: upserts. The capability provider `demo-search`
+ * The offline `mock` provider with `mock-echo` (echoes), `mock-tools` (calls the tools it is
+ * offered) and `mock-embed` (deterministic embeddings; layers/pipeline/upstream/Mock.ts);
+ * idempotent: upserts. The capability provider `demo-search`
  * is seeded by Capabilities itself in demo mode (layers/capabilities/DemoProviders.ts).
  */
 const seedMockModels = Effect.gen(function*() {
@@ -43,6 +46,7 @@ const seedMockModels = Effect.gen(function*() {
   yield* catalog.upsertProvider({ slug: "mock", kind: "mock", base_url: "http://mock.invalid" })
   yield* catalog.upsertModel(mockModel("mock-echo", "mock-echo-1"))
   yield* catalog.upsertModel(mockModel("mock-tools", "mock-tools-1"))
+  yield* catalog.upsertModel(mockModel("mock-embed", "mock-embed-1", ["embeddings"]))
 })
 
 /** Returns the demo keys, creating the demo platform and user when they are missing. */

@@ -47,6 +47,8 @@ const report = Effect.gen(function*() {
         "Try:",
         `  curl -s ${apiUrl}/v1/chat/completions -H "Authorization: Bearer ${demo.end_user_key}" \\`,
         `    -H "content-type: application/json" -d '{"model":"mock-echo","messages":[{"role":"user","content":"hello"}]}'`,
+        `  curl -s ${apiUrl}/v1/embeddings -H "Authorization: Bearer ${demo.end_user_key}" \\`,
+        `    -H "content-type: application/json" -d '{"model":"mock-embed","input":"hello"}'`,
         ""
       ].join("\n")
     )

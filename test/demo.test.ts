@@ -51,9 +51,9 @@ const enableCapabilities = () =>
   })
 
 describe("demo seed", () => {
-  it("lists mock-echo and mock-tools; seeding again keeps the same keys", async () => {
+  it("lists mock-echo, mock-tools and mock-embed; seeding again keeps the same keys", async () => {
     const models = ok(await gw.call("GET", "/v1/models", { key: demo.end_user_key }))
-    expect(models.body.data.map((m: { id: string }) => m.id).sort()).toEqual(["mock-echo", "mock-tools"])
+    expect(models.body.data.map((m: { id: string }) => m.id).sort()).toEqual(["mock-echo", "mock-embed", "mock-tools"])
     expect(await gw.run(seedDemo)).toEqual(demo)
   })
 })

@@ -147,6 +147,7 @@ const queryFor = (op: Operation, t: Tenant): string => {
 const bodyTable: Record<string, (t: Tenant) => unknown> = {
   "POST /v1/chat/completions": () => ({ model: "mock-echo", messages: [{ role: "user", content: "hi" }] }),
   "POST /v1/responses": () => ({ model: "mock-echo", input: "hi" }),
+  "POST /v1/embeddings": () => ({ model: "mock-embed", input: "hi" }),
   "POST /v1/admin/platforms": () => ({ name: "iso-created" }),
   "POST /v1/admin/providers": () => ({ slug: "iso-provider", kind: "mock", base_url: "http://mock.invalid" }),
   "POST /v1/admin/models": () => ({ slug: "iso-model", providers: [{ provider: "mock", provider_model_id: "iso-1" }] }),
@@ -272,6 +273,14 @@ beforeAll(async () => {
       providers: [{ provider: "mock", provider_model_id: "echo-1", input_usd_per_mtok: 1, output_usd_per_mtok: 2 }]
     }),
     "model"
+  )
+  ok(
+    await admin("/v1/admin/models", {
+      slug: "mock-embed",
+      serves: ["embeddings"],
+      providers: [{ provider: "mock", provider_model_id: "embed-1", input_usd_per_mtok: 1 }]
+    }),
+    "embeddings model"
   )
   a = await tenant("a")
   // The expired key first, so its 1.5 s run out while the rest is set up.

@@ -8,6 +8,7 @@ import { dec } from "../lib/Money.js"
 import type { BudgetRow } from "../ledger/BudgetLedger.js"
 import { openHoldsSql } from "../ledger/Holds.js"
 import type { Candidate } from "./ProviderRouter.js"
+import type { ModelOperation } from "../../schemas/Catalog.js"
 import type { ProviderKind } from "./upstream/Upstream.js"
 
 export interface AdmissionSnapshot {
@@ -25,6 +26,7 @@ export interface AdmissionSnapshot {
 
 interface CandidateJson {
   readonly model_id: string
+  readonly serves: ReadonlyArray<ModelOperation>
   readonly provider_id: string
   readonly provider_slug: string
   readonly kind: ProviderKind
@@ -78,7 +80,7 @@ export const loadAdmissionSnapshot = (
       o.end_user_id IS NOT NULL AS has_override, o.rpm_limit, o.tpm_limit, o.rpd_limit,
       ${openHoldsSql(sql, sql`b.id`)}::text AS held,
       (SELECT coalesce(json_agg(json_build_object(
-          'model_id', m.id, 'provider_id', pr.id, 'provider_slug', pr.slug, 'kind', pr.kind, 'base_url', pr.base_url,
+          'model_id', m.id, 'serves', m.serves, 'provider_id', pr.id, 'provider_slug', pr.slug, 'kind', pr.kind, 'base_url', pr.base_url,
           'provider_model_id', mp.provider_model_id, 'priority', mp.priority, 'weight', mp.weight,
           'key_encrypted', k.key_encrypted, 'input', mp.input_usd_per_mtok::text, 'output', mp.output_usd_per_mtok::text)), '[]'::json)
         FROM models m
@@ -125,6 +127,7 @@ export const loadAdmissionSnapshot = (
       return {
         candidates: row.candidates.map((c): Candidate => ({
           modelId: c.model_id,
+          serves: c.serves,
           providerId: c.provider_id,
           providerSlug: c.provider_slug,
           kind: c.kind,

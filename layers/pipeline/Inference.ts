@@ -7,7 +7,7 @@ import { PgClient } from "@effect/sql-pg"
 import { BigDecimal, Cause, Effect, type Exit, FiberRef, Option, Stream, type Tracer } from "effect"
 import { randomUUID } from "node:crypto"
 import type { BudgetRow } from "../ledger/BudgetLedger.js"
-import type { ChatChunk, ChatCompletion, ChatRequest } from "../../schemas/Chat.js"
+import type { ChatChunk, ChatCompletion, ChatRequest, Usage } from "../../schemas/Chat.js"
 import type { BadGateway, GatewayTimeout, PaymentRequired } from "../../schemas/Errors.js"
 import { countConfig, durationMsConfig } from "../lib/ConfigValues.js"
 import { objectId } from "../lib/Ids.js"
@@ -45,6 +45,7 @@ import {
   checkSuspension,
   checkWallet,
   maxCostEstimate,
+  operationOf,
   type PreflightError,
   refusedWhateverTheSize,
   type RequestType,
@@ -54,7 +55,7 @@ import {
 import { RateLimiter, type RateLimitExceeded } from "./RateLimiter.js"
 import { countPromptTokens, countPromptTokensYielding, countTextTokensYielding, promptChars, SLICE_CHARS } from "../platform/Tokenizer.js"
 import { UpstreamAdapters } from "./upstream/Adapters.js"
-import type { UpstreamError } from "./upstream/Upstream.js"
+import type { UpstreamCall, UpstreamError } from "./upstream/Upstream.js"
 
 export type { Caller, PreflightError, RequestType } from "./Preflight.js"
 export { type Admitted, MAX_REPORTED_TOKENS, type Outcome, usageInBounds } from "./InferenceSettlement.js"
@@ -69,6 +70,9 @@ const rejectionsBy = taggedBy(preflightRejections, "code")
  * upstream timeout) before it lapses: a stream's body, and the settlement's queue, run past them.
  */
 const RESERVATION_GRACE_MS = 10 * 60_000
+
+/** The prefix of a call's request id, by the id OpenAI gives such an answer (embeddings have none of their own). */
+const REQUEST_ID_PREFIX: Readonly<Record<RequestType, string>> = { "chat.completion": "chatcmpl-", response: "resp_", embedding: "emb-" }
 
 /** The log row's message for a call its instance never settled (CallRecords). */
 const INSTANCE_STOPPED = "the instance serving the call stopped before it ended; billed for its prompt"
@@ -185,7 +189,7 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
       const promptEstimate = chars <= SLICE_CHARS ? countPromptTokens(request.messages) : yield* estimateLargePrompt(caller, snapshot, request)
       const spend = yield* spendChecks(caller, snapshot, promptEstimate, maxTokens)
       const admitted: Admitted = {
-        requestId: objectId(requestType === "response" ? "resp_" : "chatcmpl-"),
+        requestId: objectId(REQUEST_ID_PREFIX[requestType]),
         requestType,
         caller,
         request,
@@ -264,7 +268,7 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
       self.pipe(
         Effect.tapError((e) => Effect.sync(() => rejectionsBy("code" in e ? e.code : "rate_limit_exceeded").unsafeUpdate(1, []))),
         span(name, () => ({
-          "gen_ai.operation.name": requestType === "response" ? "responses" : "chat",
+          "gen_ai.operation.name": operationOf(requestType),
           "gen_ai.request.model": request.model,
           "platform.id": caller.platformId,
           ...(caller._tag === "EndUserKey" ? { "end_user.id": caller.endUserId } : {})
@@ -348,6 +352,36 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
       return { ...value, id: admitted.requestId, model: admitted.request.model, usage }
     })
 
+    /**
+     * A call of another operation than chat (embeddings): `attempt` calls one candidate, routed
+     * with failover; settled on the usage the answer reports, or on the prompt estimate when that
+     * is out of bounds (such answers have no output tokens). Gives the answer and the usage billed.
+     */
+    const serveAndSettle = Effect.fnUntraced(function*<A extends { readonly usage: Usage }>(
+      admitted: Admitted,
+      attempt: (candidate: Candidate, call: UpstreamCall) => Effect.Effect<A, UpstreamError>
+    ) {
+      const id = randomUUID()
+      const call = track(id, admitted)
+      const { value, candidate } = yield* router.route(
+        admitted.candidates,
+        (c) => Effect.flatMap(callFor(admitted, c), (base) => attempt(c, base))
+      ).pipe(Effect.tapErrorCause(() => dropped(call, admitted)))
+      if (usageInBounds(value.usage)) {
+        yield* settle(call, id, admitted, { candidate, usage: value.usage, method: "reported", status: "success", errorMessage: null })
+        return { value, usage: value.usage }
+      }
+      const usage = estimatedUsage(admitted, 0)
+      yield* settle(call, id, admitted, { candidate, usage, method: "estimated", status: "success", errorMessage: UNTRUSTED_USAGE, reportedUsage: value.usage })
+      return { value, usage }
+    })
+    /** As `complete`: once sent upstream, the call runs to its answer and is settled even if the client leaves. */
+    const serve = <A extends { readonly usage: Usage }>(
+      admitted: Admitted,
+      attempt: (candidate: Candidate, call: UpstreamCall) => Effect.Effect<A, UpstreamError>
+    ): Effect.Effect<{ readonly value: A; readonly usage: Usage }, BadGateway | GatewayTimeout> =>
+      Effect.uninterruptible(serveAndSettle(admitted, attempt))
+
     /** Non-streaming: route with failover, settle with the reported usage (the gateway's count when it is out of bounds). */
     const complete = (admitted: Admitted): Effect.Effect<ChatCompletion, BadGateway | GatewayTimeout> =>
       // Once sent upstream, a call runs to its answer (each attempt bounded by the upstream
@@ -410,6 +444,6 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
       return { chunks: body, dropped: tally.dropped }
     })
 
-    return { admit, admitTurn, complete, stream, settle } as const
+    return { admit, admitTurn, complete, stream, serve, settle } as const
   })
 }) {}

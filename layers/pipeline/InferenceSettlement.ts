@@ -13,7 +13,7 @@ import { actorOf, type BudgetRow } from "../ledger/BudgetLedger.js"
 import type { BudgetExpectation, Settlement } from "../ledger/Settlement.js"
 import { costUsd, inferenceDuration, inferenceRequests, taggedBy, tokensUsed } from "../platform/Metrics.js"
 import type { RateLimits, RateLimitState } from "./RateLimiter.js"
-import type { Caller, RequestType } from "./Preflight.js"
+import { type Caller, operationOf, type RequestType } from "./Preflight.js"
 import type { Candidate } from "./ProviderRouter.js"
 
 type WalletSettings = NonNullable<PlatformSettings["end_user_wallet"]>
@@ -33,7 +33,7 @@ export const UNTRUSTED_USAGE = "reported usage out of bounds; billed on the gate
 /** Everything settlement needs, fixed at admission. */
 export interface Admitted {
   readonly requestId: string
-  /** The log row's request_type: `chat.completion` or `response`. */
+  /** The log row's request_type: `chat.completion`, `response` or `embedding`. */
   readonly requestType: RequestType
   readonly caller: Caller
   readonly request: ChatRequest
@@ -96,7 +96,7 @@ const costBy = taggedBy(costUsd, "gen_ai.request.model")
  * anywhere (Effect.tagMetrics), so updating without them is what Metric.update would do.
  */
 export const recordMetrics = (admitted: Admitted, outcome: Outcome, cost: BigDecimal.BigDecimal, durationMs: number) => {
-  const operation = admitted.requestType === "response" ? "responses" : "chat"
+  const operation = operationOf(admitted.requestType)
   const model = admitted.request.model
   requestsBy(operation, outcome.status).unsafeUpdate(1, [])
   durationBy(operation).unsafeUpdate(durationMs, [])
@@ -109,7 +109,7 @@ export const recordMetrics = (admitted: Admitted, outcome: Outcome, cost: BigDec
 export const annotateSettlement = (admitted: Admitted, outcome: Outcome, cost: BigDecimal.BigDecimal) =>
   Effect.zipRight(
     annotateCurrentSpan({
-      "gen_ai.operation.name": admitted.requestType === "response" ? "responses" : "chat",
+      "gen_ai.operation.name": operationOf(admitted.requestType),
       "gen_ai.request.model": admitted.request.model,
       "gen_ai.response.model": outcome.candidate.providerModelId,
       "gen_ai.provider.name": outcome.candidate.providerSlug,

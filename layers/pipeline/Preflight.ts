@@ -20,7 +20,12 @@ import type { RateLimiter, RateLimitExceeded, RateLimits, RateLimitState } from 
 import { refusedPart } from "./upstream/Support.js"
 
 export type Caller = PlatformPrincipal | EndUserPrincipal
-export type RequestType = "chat.completion" | "response"
+export type RequestType = "chat.completion" | "response" | "embedding"
+
+/** The GenAI operation of a request type (span and metric label). */
+export const operationOf = (requestType: RequestType): "chat" | "responses" | "embeddings" =>
+  requestType === "response" ? "responses" : requestType === "embedding" ? "embeddings" : "chat"
+
 export type WalletSettings = NonNullable<PlatformSettings["end_user_wallet"]>
 export type PreflightError = Forbidden | NotFound | ValidationError | RateLimitExceeded | PaymentRequired
 
@@ -34,9 +39,11 @@ const maxBy = (values: ReadonlyArray<BigDecimal.BigDecimal>) =>
   values.reduce((a, b) => BigDecimal.max(a, b), ZERO)
 
 /**
- * Check 1: the model exists for this platform, the key may do inference and the prompt is
- * within GATEWAY_MAX_PROMPT_CHARS (`chars`, its length, read before anything is counted), and
- * every candidate upstream takes the request's content parts (upstream/Support.ts); gives max_tokens.
+ * Check 1: the model exists for this platform, serves the request's operation (chat or
+ * embeddings), the key may do inference, the prompt is within GATEWAY_MAX_PROMPT_CHARS (`chars`,
+ * its length, read before anything is counted), and every candidate upstream takes the
+ * request's content parts (upstream/Support.ts); gives max_tokens (0 for embeddings, which
+ * produce no output tokens).
  */
 export const checkModel = (
   caller: Caller,
@@ -52,8 +59,16 @@ export const checkModel = (
   if (candidates.length === 0) {
     return Either.left(new NotFound({ code: "model_not_found", param: "model", message: `The model '${request.model}' does not exist or is not enabled` }))
   }
+  const operation = requestType === "embedding" ? "embeddings" : "chat"
+  if (!candidates[0]!.serves.includes(operation)) {
+    return Either.left(new ValidationError({
+      code: "model_not_supported",
+      param: "model",
+      message: `The model '${request.model}' serves ${candidates[0]!.serves.join(" and ")}, not ${operation}`
+    }))
+  }
   if (chars > maxPromptChars) {
-    const field = requestType === "response" ? "input" : "messages"
+    const field = requestType === "chat.completion" ? "messages" : "input"
     return Either.left(new ValidationError({
       code: "context_length_exceeded",
       param: field,
@@ -68,6 +83,7 @@ export const checkModel = (
       message: `${refused.param}: this model does not accept ${refused.what}`
     }))
   }
+  if (requestType === "embedding") return Either.right(0)
   const maxTokens = request.max_tokens ?? request.max_completion_tokens
   if (maxTokens !== undefined && maxTokens < 16 && candidates.some((c) => c.kind === "openai-responses")) {
     return Either.left(new ValidationError({

@@ -6,11 +6,14 @@
 import { BigDecimal, Effect } from "effect"
 import { BadGateway, GatewayTimeout } from "../../schemas/Errors.js"
 import { logUpstreamFailure } from "./upstream/FailureLog.js"
+import type { ModelOperation } from "../../schemas/Catalog.js"
 import type { ProviderKind, UpstreamError } from "./upstream/Upstream.js"
 import { callSpans, tracingEnabled } from "../lib/CurrentSpan.js"
 
 export interface Candidate {
   readonly modelId: string
+  /** What the model serves (the same on each of its candidates). */
+  readonly serves: ReadonlyArray<ModelOperation>
   readonly providerId: string
   readonly providerSlug: string
   readonly kind: ProviderKind
@@ -63,6 +66,8 @@ export const upstreamFailureMessage = (error: UpstreamError | undefined): string
       return "The upstream provider sent an answer the gateway could not use"
     case "timeout":
       return "The upstream did not answer in time"
+    case "unsupported":
+      return "No upstream provider of this model can serve this operation"
   }
 }
 

@@ -25,7 +25,7 @@ export const taggedBy = <Type extends MetricKeyType.MetricKeyType<any, any>>(
   }
 }
 
-/** Inference calls settled, tagged `operation` (chat|responses) and `status` (success|interrupted|error). */
+/** Inference calls settled, tagged `operation` (chat|responses|embeddings) and `status` (success|interrupted|error). */
 export const inferenceRequests = MetricKey.counter("gateway.inference.requests", {
   description: "Settled inference calls",
   incremental: true

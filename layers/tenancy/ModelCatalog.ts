@@ -4,7 +4,7 @@ import { PgClient } from "@effect/sql-pg"
 import { Config, Effect, Option, Schema } from "effect"
 import { readFileSync } from "node:fs"
 import { parse as parseYaml } from "yaml"
-import { type ModelConfig, ModelInput, ProviderInput } from "../../schemas/Catalog.js"
+import { EMBEDDING_KINDS, type ModelConfig, ModelInput, type ModelOperation, ProviderInput } from "../../schemas/Catalog.js"
 import { ValidationError } from "../../schemas/Errors.js"
 import { dec, sqlDec } from "../lib/Money.js"
 
@@ -20,6 +20,7 @@ interface ProviderRow {
 interface ConfigRow {
   readonly model_id: string
   readonly model_slug: string
+  readonly model_serves: ReadonlyArray<ModelOperation>
   readonly model_created_at: Date
   readonly provider: string | null
   readonly provider_model_id: string | null
@@ -37,10 +38,13 @@ export const GatewayConfigFile = Schema.Struct({
 })
 
 const toModelConfigs = (rows: ReadonlyArray<ConfigRow>): Array<ModelConfig> => {
-  const bySlug = new Map<string, { id: string; slug: string; created_at: Date; providers: Array<ModelConfig["providers"][number]> }>()
+  const bySlug = new Map<
+    string,
+    { id: string; slug: string; serves: ReadonlyArray<ModelOperation>; created_at: Date; providers: Array<ModelConfig["providers"][number]> }
+  >()
   for (const row of rows) {
     const model = bySlug.get(row.model_slug) ??
-      { id: row.model_id, slug: row.model_slug, created_at: row.model_created_at, providers: [] }
+      { id: row.model_id, slug: row.model_slug, serves: row.model_serves, created_at: row.model_created_at, providers: [] }
     bySlug.set(row.model_slug, model)
     if (row.provider !== null) {
       model.providers.push({
@@ -70,7 +74,7 @@ export class ModelCatalog extends Effect.Service<ModelCatalog>()("gateway/ModelC
     const listProviders = sql<ProviderRow>`SELECT * FROM providers ORDER BY slug`.pipe(Effect.orDie)
 
     const modelConfigs = (slug: string | undefined) =>
-      sql<ConfigRow>`SELECT m.id AS model_id, m.slug AS model_slug, m.created_at AS model_created_at,
+      sql<ConfigRow>`SELECT m.id AS model_id, m.slug AS model_slug, m.serves AS model_serves, m.created_at AS model_created_at,
           p.slug AS provider, mp.provider_model_id, mp.priority, mp.weight, mp.enabled,
           mp.input_usd_per_mtok::text, mp.output_usd_per_mtok::text
         FROM models m LEFT JOIN model_providers mp ON mp.model_id = m.id LEFT JOIN providers p ON p.id = mp.provider_id
@@ -83,7 +87,7 @@ export class ModelCatalog extends Effect.Service<ModelCatalog>()("gateway/ModelC
         const slugs = input.providers.map((p) => p.provider)
         const known = slugs.length === 0
           ? []
-          : yield* sql<{ id: string; slug: string }>`SELECT id, slug FROM providers WHERE slug IN ${sql.in(slugs)}`
+          : yield* sql<{ id: string; slug: string; kind: ProviderInput["kind"] }>`SELECT id, slug, kind FROM providers WHERE slug IN ${sql.in(slugs)}`
         const ids = new Map(known.map((p) => [p.slug, p.id]))
         const missing = slugs.find((s) => !ids.has(s))
         if (missing !== undefined) {
@@ -92,8 +96,17 @@ export class ModelCatalog extends Effect.Service<ModelCatalog>()("gateway/ModelC
         if (new Set(slugs).size !== slugs.length) {
           return yield* new ValidationError({ code: "validation_error", param: "providers", message: "A provider is listed twice" })
         }
-        const [model] = yield* sql<{ id: string }>`INSERT INTO models (slug) VALUES (${input.slug})
-          ON CONFLICT (slug) DO UPDATE SET slug = excluded.slug RETURNING id`
+        // Only some adapters can embed: an embeddings model of another kind could never be served.
+        const cannotEmbed = input.serves.includes("embeddings") ? known.find((p) => !EMBEDDING_KINDS.includes(p.kind)) : undefined
+        if (cannotEmbed !== undefined) {
+          return yield* new ValidationError({
+            code: "validation_error",
+            param: "providers",
+            message: `Provider ${cannotEmbed.slug} (kind ${cannotEmbed.kind}) cannot serve embeddings; kinds that can: ${EMBEDDING_KINDS.join(", ")}`
+          })
+        }
+        const [model] = yield* sql<{ id: string }>`INSERT INTO models (slug, serves) VALUES (${input.slug}, ${`{${input.serves.join(",")}}`}::text[])
+          ON CONFLICT (slug) DO UPDATE SET serves = excluded.serves RETURNING id`
         yield* sql`DELETE FROM model_providers WHERE model_id = ${model!.id}`
         for (const p of input.providers) {
           yield* sql`INSERT INTO model_providers (model_id, provider_id, provider_model_id, priority, weight, enabled,

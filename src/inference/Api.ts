@@ -1,6 +1,6 @@
 // Runtime endpoints callable with platform or end-user keys: the model list and one model, chat
 // completions, responses (JSON or SSE) and the caller's stored responses (read, input items,
-// delete), and the caller's own rate limits.
+// delete), embeddings, and the caller's own rate limits.
 import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
 import { EffectiveRateLimits, Model, ModelList, ModelPath } from "../../schemas/Catalog.js"
 import { ChatCompletion, ChatRequestBody } from "../../schemas/Chat.js"
@@ -12,6 +12,7 @@ import {
   ResponsesRequest,
   StoredResponsePath
 } from "../../schemas/Responses.js"
+import { EmbeddingList, EmbeddingRequest } from "../../schemas/Embeddings.js"
 import { MyBudget } from "../../schemas/Wallet.js"
 import { BadGateway, GatewayTimeout, PaymentRequired, RateLimited } from "../../schemas/Errors.js"
 import { Authentication } from "../http/Authentication.js"
@@ -46,6 +47,15 @@ export class InferenceGroup extends HttpApiGroup.make("inference")
       .setPath(StoredResponsePath)
       .setUrlParams(InputItemsQuery)
       .addSuccess(InputItemList)
+  )
+  .add(
+    HttpApiEndpoint.post("createEmbedding", "/embeddings")
+      .setPayload(EmbeddingRequest)
+      .addSuccess(EmbeddingList)
+      .addError(PaymentRequired.Http)
+      .addError(RateLimited.Http)
+      .addError(BadGateway.Http)
+      .addError(GatewayTimeout.Http)
   )
   .middleware(Authentication)
   .prefix("/v1") {}

@@ -9,12 +9,14 @@ import { CurrentPrincipal } from "../../layers/access/KeyAuth.js"
 import { ModelCatalog } from "../../layers/tenancy/ModelCatalog.js"
 import { RateLimitSettings } from "../../layers/tenancy/RateLimitSettings.js"
 import type { RateLimitExceeded } from "../../layers/pipeline/RateLimiter.js"
+import { Embeddings } from "../../layers/pipeline/Embeddings.js"
 import { Responses } from "../../layers/responses/Responses.js"
 import { NotFound } from "../../schemas/Errors.js"
 import type { ResponsesRequest } from "../../schemas/Responses.js"
 import { requireEndUser } from "../http/Access.js"
 import { GatewayApi } from "../http/Api.js"
 import type { ChatRequestBody } from "../../schemas/Chat.js"
+import type { EmbeddingRequest } from "../../schemas/Embeddings.js"
 import { rateLimitHeaders, refusal, runtimeCaller, sseEncode, sseHeaders } from "./Answers.js"
 import { chatEvent, makeChat, SSE_DONE } from "./Chat.js"
 
@@ -53,6 +55,7 @@ export const InferenceLive = HttpApiBuilder.group(GatewayApi, "inference", (hand
     const limits = yield* RateLimitSettings
     const display = yield* DisplayLedger
     const chat = yield* makeChat
+    const embeddings = yield* Embeddings
     // The runtime handlers' generators are made once, here (hot-path rule "generators made once",
     // docs/performance.md).
     const listModels = Effect.fnUntraced(function*() {
@@ -95,6 +98,13 @@ export const InferenceLive = HttpApiBuilder.group(GatewayApi, "inference", (hand
       const sse = events.pipe(sseEncode((e) => `event: ${e.type}\ndata: ${JSON.stringify(e)}\n\n`))
       return HttpServerResponse.stream(sse, { contentType: "text/event-stream", headers: sseHeaders })
     })
+    const createEmbedding = Effect.fnUntraced(function*(payload: EmbeddingRequest) {
+      const { admitted, list } = yield* embeddings.create(yield* runtimePrincipal, payload).pipe(
+        Effect.catchTag("RateLimitExceeded", rateLimited)
+      )
+      yield* withHeaders(rateLimitHeaders(admitted.rateLimit))
+      return list
+    })
     return handlers
       .handle("getMyBudget", () => Effect.flatMap(requireEndUser, (me) => display.mine(me.platformId, me.endUserId)))
       .handle("getMyRateLimits", () =>
@@ -107,4 +117,5 @@ export const InferenceLive = HttpApiBuilder.group(GatewayApi, "inference", (hand
       .handle("deleteResponse", ({ path }) => Effect.flatMap(runtimePrincipal, (caller) => responses.remove(caller, path.responseId)))
       .handle("listResponseInputItems", ({ path, urlParams }) =>
         Effect.flatMap(runtimePrincipal, (caller) => responses.inputItems(caller, path.responseId, urlParams)))
+      .handle("createEmbedding", ({ payload }) => createEmbedding(payload))
   }))

@@ -1,6 +1,8 @@
-// A fake OpenAI Chat Completions upstream (a real node:http server on 127.0.0.1), plus the
-// protocol-independent core the other fakes (Anthropic, Responses) reuse: recording, scripted
-// failures, hangs, mid-stream drops, per-chunk delays and the reply/tool-call decision.
+// A fake OpenAI Chat Completions upstream (a real node:http server on 127.0.0.1) with its
+// embeddings route, plus the protocol-independent core the other fakes (Anthropic, Responses)
+// reuse: recording, scripted failures, hangs, mid-stream drops, per-chunk delays and the
+// reply/tool-call decision.
+import { createHash } from "node:crypto"
 import { createServer, type IncomingHttpHeaders, type ServerResponse } from "node:http"
 import type { AddressInfo } from "node:net"
 import { waitUntil } from "../support/Polling.js"
@@ -83,6 +85,37 @@ export interface FakeProtocol {
   readonly errorBody: (status: number, message: string) => unknown
   /** The SSE frame a provider sends when it fails after the stream started. */
   readonly streamError: (message: string) => string
+  /** The provider's embeddings route, when it has one (answered by `embeddingList`). */
+  readonly embeddingsPath?: string
+}
+
+/** The vector the fake gives a text: `dimensions` values from its SHA-256, in [-1, 1]. */
+export const fakeVector = (text: string, dimensions: number): Array<number> => {
+  const digest = createHash("sha256").update(text).digest()
+  return Array.from({ length: dimensions }, (_, i) => digest[i % digest.length]! / 127.5 - 1)
+}
+
+/** Dimensions of the fake's vectors when the request names none. */
+export const FAKE_EMBEDDING_DIMENSIONS = 4
+
+/** Prompt tokens the fake reports per input text (unless `usage` is scripted). */
+export const FAKE_EMBEDDING_TOKENS_PER_INPUT = 10
+
+/** OpenAI's embedding list for a request body: floats, or base64 float32 when asked. */
+const embeddingList = (body: any, behavior: FakeBehavior) => {
+  const inputs: Array<string> = typeof body?.input === "string" ? [body.input] : Array.isArray(body?.input) ? body.input.map(String) : []
+  const dimensions = typeof body?.dimensions === "number" ? body.dimensions : FAKE_EMBEDDING_DIMENSIONS
+  const prompt = behavior.usage?.prompt ?? inputs.length * FAKE_EMBEDDING_TOKENS_PER_INPUT
+  return {
+    object: "list",
+    data: inputs.map((text, index) => {
+      const vector = fakeVector(text, dimensions)
+      const embedding = body?.encoding_format === "base64" ? Buffer.from(new Float32Array(vector).buffer).toString("base64") : vector
+      return { object: "embedding", index, embedding }
+    }),
+    model: String(body?.model),
+    usage: { prompt_tokens: prompt, total_tokens: prompt }
+  }
 }
 
 export interface FakeUpstream {
@@ -213,6 +246,17 @@ export const startFake = async (protocol: FakeProtocol): Promise<FakeUpstream> =
     })
   }
 
+  const handleEmbeddings = async (body: any, res: ServerResponse) => {
+    counter++
+    if (behavior.responseDelayMs !== undefined) await sleep(behavior.responseDelayMs)
+    if (failuresLeft > 0 && behavior.fail !== undefined) {
+      failuresLeft--
+      return sendJson(res, behavior.fail.status, protocol.errorBody(behavior.fail.status, behavior.fail.message ?? "scripted failure"))
+    }
+    if (behavior.hang) return
+    return sendJson(res, 200, embeddingList(body, behavior))
+  }
+
   const server = createServer((req, res) => {
     readBody(req).then((raw) => {
       const path = req.url ?? "/"
@@ -227,6 +271,9 @@ export const startFake = async (protocol: FakeProtocol): Promise<FakeUpstream> =
       res.on("close", () => {
         if (!res.writableFinished && !res.headersSent) record.clientClosed = true
       })
+      if (req.method === "POST" && protocol.embeddingsPath !== undefined && path === protocol.embeddingsPath) {
+        return handleEmbeddings(body, res)
+      }
       if (req.method !== "POST" || path !== protocol.path) {
         return sendJson(res, 404, protocol.errorBody(404, `no route ${req.method} ${path}`))
       }
@@ -277,6 +324,7 @@ const openAiUsage = (u: FakeUsage) => ({
 
 const openAiProtocol: FakeProtocol = {
   path: "/v1/chat/completions",
+  embeddingsPath: "/v1/embeddings",
   conversation: (body) => {
     const messages: Array<any> = body?.messages ?? []
     const last = messages[messages.length - 1]
@@ -334,5 +382,5 @@ const openAiProtocol: FakeProtocol = {
   streamError: (message) => sse({ error: { message, type: "server_error", param: null, code: null } })
 }
 
-/** Starts a fake OpenAI upstream: POST {url}/chat/completions, JSON or SSE. */
+/** Starts a fake OpenAI upstream: POST {url}/chat/completions, JSON or SSE, and POST {url}/embeddings. */
 export const startFakeOpenAi = (): Promise<FakeUpstream> => startFake(openAiProtocol)

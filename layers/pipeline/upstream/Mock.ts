@@ -20,10 +20,12 @@
 // Usage follows mockUsage for every answer; a tool call's reply text is `<name> <arguments>`.
 // Streams: the role chunk, then the call as two tool_calls deltas (index, id, type, name and
 // empty arguments; then the arguments), the finish chunk and the usage chunk.
+// Embeddings: deterministic vectors hashed from each text (MockEmbeddings.ts).
 import { Duration, Effect, Option, Stream } from "effect"
 import type { ChatChunk, ChatCompletion, ChatMessage, ChatRequest, FunctionTool, ToolCall, Usage } from "../../../schemas/Chat.js"
 import { objectId } from "../../lib/Ids.js"
 import { chunk, completionId, initialMeta, messageText, nowSeconds, type StreamMeta, usageChunk, usageOf } from "./Sse.js"
+import { mockEmbed } from "./MockEmbeddings.js"
 import type { UpstreamAdapter, UpstreamCall } from "./Upstream.js"
 
 export interface MockOptions {
@@ -194,7 +196,8 @@ export const makeMockAdapter = (options: MockOptions = {}): UpstreamAdapter => (
     const paced = options.delay === undefined ? body : body.pipe(Stream.tap(() => pause(options)))
     const onEnd = call.onEnd
     return onEnd === undefined ? paced : paced.pipe(Stream.ensuringWith(onEnd))
-  })
+  }),
+  embed: (call) => Effect.zipRight(pause(options), mockEmbed(call))
 })
 
 export const MockAdapter: UpstreamAdapter = makeMockAdapter()

@@ -1,11 +1,13 @@
-// The `openai` adapter: Chat Completions passthrough (POST {baseUrl}/chat/completions). The
-// request is already OpenAI-shaped, so only the model, the stream flags and auth change; the
-// answer is decoded leniently (OpenAI-compatible servers vary) and re-shaped to the contract.
+// The `openai` adapter: Chat Completions passthrough (POST {baseUrl}/chat/completions), and
+// embeddings (OpenAiEmbeddings.ts). The request is already OpenAI-shaped, so only the model, the
+// stream flags and auth change; the answer is decoded leniently (OpenAI-compatible servers vary)
+// and re-shaped to the contract.
 import { Effect, Either, Schema } from "effect"
 import type { ChatChunk, ChatCompletion, Usage } from "../../../schemas/Chat.js"
 import { joinUrl, jsonDecoder, mergeHeaders, protocolError } from "./Http.js"
 import { completionId, emit, finished, nowSeconds, type SseEvent, type Step, type StreamMeta } from "./Sse.js"
 import { httpAdapter } from "./HttpAdapter.js"
+import { makeOpenAiEmbed } from "./OpenAiEmbeddings.js"
 import type { UpstreamLimits } from "./Limits.js"
 import { type UpstreamAdapter, type UpstreamCall, UpstreamError } from "./Upstream.js"
 
@@ -175,7 +177,9 @@ const translator = (meta: StreamMeta) => {
   }
 }
 
-export const makeOpenAiAdapter = (limits?: UpstreamLimits): UpstreamAdapter =>
-  httpAdapter({ kind: "openai", post, decode: decodeCompletion, toCompletion, translator }, limits)
+export const makeOpenAiAdapter = (limits?: UpstreamLimits): UpstreamAdapter => ({
+  ...httpAdapter({ kind: "openai", post, decode: decodeCompletion, toCompletion, translator }, limits),
+  embed: makeOpenAiEmbed(limits)
+})
 
 export const OpenAiAdapter: UpstreamAdapter = makeOpenAiAdapter()

@@ -1,8 +1,9 @@
 // The contract every upstream adapter (openai, openai-responses, anthropic, mock) fulfils:
 // take an OpenAI-shaped chat request, call the provider in its own wire format, and answer
-// an OpenAI-shaped completion or a stream of OpenAI-shaped chunks.
+// an OpenAI-shaped completion or a stream of OpenAI-shaped chunks; the kinds that can embed
+// (openai, mock) also turn texts into vectors.
 import { Data, type Effect, type Exit, type Stream } from "effect"
-import type { ChatChunk, ChatCompletion, ChatRequest } from "../../../schemas/Chat.js"
+import type { ChatChunk, ChatCompletion, ChatRequest, Usage } from "../../../schemas/Chat.js"
 
 export type ProviderKind = "openai" | "openai-responses" | "anthropic" | "mock"
 
@@ -42,7 +43,8 @@ export interface UpstreamCall {
  * and redacts it.
  */
 export class UpstreamError extends Data.TaggedError("UpstreamError")<{
-  readonly kind: "connect" | "timeout" | "status" | "protocol"
+  /** `unsupported`: the provider's kind cannot serve the operation (embeddings on a chat-only kind). */
+  readonly kind: "connect" | "timeout" | "status" | "protocol" | "unsupported"
   readonly status?: number | undefined
   readonly message: string
   readonly retryable: boolean
@@ -50,7 +52,28 @@ export class UpstreamError extends Data.TaggedError("UpstreamError")<{
   readonly detail?: string | undefined
 }> {}
 
+/** One embeddings attempt: the texts, in order, and the call's provider, credentials and limits. */
+export interface EmbeddingCall {
+  readonly baseUrl: string
+  readonly apiKey: string
+  readonly providerModelId: string
+  readonly input: ReadonlyArray<string>
+  /** The vectors' length when the caller asks for one (models that support shortening). */
+  readonly dimensions?: number | undefined
+  readonly user?: string | undefined
+  readonly timeoutMs: number
+  readonly headers?: Readonly<Record<string, string>> | undefined
+}
+
+/** One vector per input text, in the input's order; usage has no completion tokens. */
+export interface EmbeddingAnswer {
+  readonly vectors: ReadonlyArray<ReadonlyArray<number>>
+  readonly usage: Usage
+}
+
 export interface UpstreamAdapter {
+  /** Embeddings, on the kinds that serve them (absent: the kind cannot). */
+  readonly embed?: ((call: EmbeddingCall) => Effect.Effect<EmbeddingAnswer, UpstreamError>) | undefined
   readonly complete: (call: UpstreamCall) => Effect.Effect<ChatCompletion, UpstreamError>
   /**
    * Succeeds once the upstream accepted the request (status and headers received), so the
