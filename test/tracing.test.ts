@@ -1,7 +1,7 @@
 // OpenTelemetry: one server span per request with HTTP attributes and the tenant ids; W3C trace
 // context continued from clients, to upstreams and to webhook receivers.
 import { NodeSdk } from "@effect/opentelemetry"
-import { SpanKind } from "@opentelemetry/api"
+import { SpanKind, SpanStatusCode } from "@opentelemetry/api"
 import { InMemorySpanExporter, SimpleSpanProcessor } from "@opentelemetry/sdk-trace-base"
 import { Webhook } from "standardwebhooks"
 import { afterAll, beforeAll, expect, it } from "vitest"
@@ -96,7 +96,7 @@ it("traces inference: admission with one span per pre-flight check, then the mod
   expect(call.parentSpanContext?.spanId).toBe(server.spanContext().spanId)
   expect(childrenOf(call)).toEqual(expect.arrayContaining(["ProviderRouter.attempt", "Inference.settle"]))
   const attempt = byName("ProviderRouter.attempt")
-  expect(attempt.attributes).toMatchObject({ "gen_ai.provider.name": "mock", "gen_ai.request.model": "echo-1" })
+  expect(attempt.attributes).toMatchObject({ "gen_ai.provider.name": "mock", "gateway.provider": "mock", "gen_ai.request.model": "echo-1" })
   // Only the model call's span is named for the conventions (tools count one span per call).
   expect(spans.filter((s) => s.attributes["gen_ai.usage.input_tokens"] !== undefined).map((s) => s.name)).toEqual(["chat mock-echo"])
   // Every span belongs to the request's trace, under the server span.
@@ -154,6 +154,29 @@ it("continues the client's W3C trace, sends traceparent upstream, and gives a st
     expect(Number(call.attributes["gen_ai.server.time_to_first_token_ms"])).toBeGreaterThanOrEqual(0)
   } finally {
     await upstream.close()
+  }
+})
+
+it("a call no upstream serves ends its `chat {model}` span as an error with the conventions' error.type", async () => {
+  await gw.call("POST", "/v1/admin/providers", { key: gw.adminKey, body: { slug: "down", kind: "openai", base_url: "http://127.0.0.1:1" } })
+  await gw.call("POST", "/v1/admin/models", {
+    key: gw.adminKey,
+    body: { slug: "down-model", providers: [{ provider: "down", provider_model_id: "d-1", input_usd_per_mtok: 1, output_usd_per_mtok: 1 }] }
+  })
+  const { platformId, platformKey } = await createPlatform(gw)
+  await gw.call("PUT", `/v1/platforms/${platformId}/provider-keys/down`, { key: platformKey, body: { api_key: "k" } })
+  await gw.call("POST", `/v1/admin/platforms/${platformId}/platform-wallet/topup`, { key: gw.adminKey, body: { amount_usd: 1 } })
+  const eu = await createEndUser(gw, platformId, platformKey, "traced-down")
+  exporter.reset()
+  for (const stream of [false, true]) {
+    const res = await gw.call("POST", "/v1/chat/completions", { key: eu.endUserKey, body: { model: "down-model", messages: [{ role: "user", content: "hi" }], stream } })
+    expect(res.status).toBe(502)
+  }
+  await expect.poll(() => exporter.getFinishedSpans().filter((s) => s.name === "chat down-model").length).toBe(2)
+  for (const call of exporter.getFinishedSpans().filter((s) => s.name === "chat down-model")) {
+    expect(call.status.code).toBe(SpanStatusCode.ERROR)
+    expect(call.attributes).toMatchObject({ "error.type": "upstream_error", "gen_ai.request.model": "down-model", "platform.id": platformId })
+    expect(call.attributes["gen_ai.usage.input_tokens"]).toBeUndefined()
   }
 })
 

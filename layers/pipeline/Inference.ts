@@ -310,6 +310,11 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
         recordFailure(admitted, error.code, clock.unsafeCurrentTimeMillis() - admitted.startedAt)
         callSpan?.attribute("error.type", error.code)
       })
+    /** A non-streaming call that ends with no answer: counted when no upstream served it, then dropped. */
+    const unservedCall = (call: TrackedCall, admitted: Admitted, cause: Cause.Cause<BadGateway | GatewayTimeout>, callSpan: Tracer.Span | undefined) => {
+      const error = Cause.failureOption(cause)
+      return error._tag === "Some" ? Effect.zipRight(failed(admitted, error.value, callSpan), dropped(call, admitted)) : dropped(call, admitted)
+    }
 
     /**
      * Settles the call (log row, budget debit, wallet debit): on record before the answer ends
@@ -364,7 +369,7 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
       const { value, candidate } = yield* router.route(
         admitted.candidates,
         (c) => Effect.flatMap(callFor(admitted, c), adapters.get(c.kind).complete)
-      ).pipe(Effect.tapError((error) => failed(admitted, error, callSpan)), Effect.tapErrorCause(() => dropped(call, admitted)))
+      ).pipe(Effect.tapErrorCause((cause) => unservedCall(call, admitted, cause, callSpan)))
       const finishReasons = finishReasonsOf(value)
       if (usageInBounds(value.usage)) {
         yield* settle(call, id, admitted, { candidate, usage: value.usage, method: "reported", status: "success", errorMessage: null, finishReasons }, callSpan)

@@ -24,7 +24,7 @@ import {
 import type { RateLimits, RateLimitState } from "./RateLimiter.js"
 import type { Caller, RequestType } from "./Preflight.js"
 import type { Candidate } from "./ProviderRouter.js"
-import type { ProviderKind } from "./upstream/Upstream.js"
+import { genAiProvider } from "./upstream/Upstream.js"
 
 type WalletSettings = NonNullable<PlatformSettings["end_user_wallet"]>
 
@@ -101,14 +101,6 @@ export const estimatedUsage = (admitted: Admitted, completion: number): Usage =>
  */
 const GEN_AI_OPERATION: Record<RequestType, string> = { "chat.completion": "chat", response: "chat" }
 export const genAiOperation = (requestType: RequestType): string => GEN_AI_OPERATION[requestType]
-
-/**
- * `gen_ai.provider.name` by upstream kind: the conventions name the API the gateway speaks, as
- * instrumentations do ("openai" for any OpenAI-compatible server); the operator's provider slug
- * is `gateway.provider` on the span.
- */
-const GEN_AI_PROVIDER: Record<ProviderKind, string> = { openai: "openai", "openai-responses": "openai", anthropic: "anthropic", mock: "mock" }
-export const genAiProvider = (kind: ProviderKind): string => GEN_AI_PROVIDER[kind]
 
 /** The model call's span name, per the GenAI conventions: `{gen_ai.operation.name} {gen_ai.request.model}`. */
 export const callSpanName = (admitted: Admitted): string => `${genAiOperation(admitted.requestType)} ${admitted.request.model}`
