@@ -396,7 +396,8 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
       // FiberRef of the fiber and a join merges them back, the whole context of services included.
       Effect.uninterruptible(
         tracing
-          ? Effect.useSpan(callSpanName(admitted), callSpanOptions(admitted), (callSpan) => Effect.withParentSpan(answerAndSettle(admitted, callSpan), callSpan))
+          ? Effect.useSpan(callSpanName(admitted), callSpanOptions(admitted), (callSpan) =>
+            Effect.withParentSpan(answerAndSettle(admitted, callSpan), callSpan))
           : answerAndSettle(admitted, undefined)
       )
 
@@ -421,7 +422,8 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
             : Effect.zipRight(Effect.withParentSpan(settled, callSpan), closeCallSpan(callSpan, endOf(outcome)))
         })
       /** The call ends with no settlement: its span ends with the same exit. */
-      const unserved = (exit: Exit.Exit<unknown, unknown>) => callSpan === undefined ? dropped(call, admitted) : Effect.zipRight(dropped(call, admitted), closeCallSpan(callSpan, exit))
+      const unserved = (exit: Exit.Exit<unknown, unknown>) =>
+        callSpan === undefined ? dropped(call, admitted) : Effect.zipRight(dropped(call, admitted), closeCallSpan(callSpan, exit))
       // The attempt in flight: a client that leaves before the first byte, once the request
       // went upstream, is settled as one that leaves mid-stream (interrupted: its prompt, no
       // completion tokens), since the provider has the prompt either way.

@@ -74,7 +74,7 @@ export interface Outcome {
   readonly errorMessage: string | null
   /** Streams: milliseconds from admission to the first content. */
   readonly timeToFirstTokenMs?: number | undefined
-  /** Why the model stopped, per choice, as the upstream said (only gathered with tracing on). */
+  /** Why the model stopped, per choice, as the upstream said (non-streaming calls: gathered only with tracing on). */
   readonly finishReasons?: ReadonlyArray<string> | undefined
   /**
    * The provider's usage when it was out of bounds (usageInBounds): then `usage` is the
