@@ -17,6 +17,7 @@ import ledgerBackfillOrder from "./0016_ledger_backfill_order.js"
 import mcpSessions from "./0017_mcp_sessions.js"
 import callRecords from "./0019_call_records.js"
 import budgetReservations from "./0020_budget_reservations.js"
+import responseIncompleteReason from "./0022_response_incomplete_reason.js"
 
 export const migrations = Migrator.fromRecord({
   "0001_foundation": foundation,
@@ -35,5 +36,6 @@ export const migrations = Migrator.fromRecord({
   "0016_ledger_backfill_order": ledgerBackfillOrder,
   "0017_mcp_sessions": mcpSessions,
   "0019_call_records": callRecords,
-  "0020_budget_reservations": budgetReservations
+  "0020_budget_reservations": budgetReservations,
+  "0022_response_incomplete_reason": responseIncompleteReason
 })

@@ -60,6 +60,9 @@ export const Model = Schema.Struct({
 })
 export const ModelList = Schema.Struct({ object: Schema.Literal("list"), data: Schema.Array(Model) })
 
+/** The `{model}` of GET /v1/models/{model}: a model slug. */
+export const ModelPath = Schema.Struct({ model: Schema.String })
+
 export const PutProviderKey = Schema.Struct({
   api_key: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(4096))
 }).annotations(strict)

@@ -143,3 +143,41 @@ export const ResponseObject = Schema.Struct({
   metadata: Schema.Record({ key: Schema.String, value: Schema.String })
 })
 export type ResponseObject = typeof ResponseObject.Type
+
+/** The `{response_id}` of the stored-response routes. */
+export const StoredResponsePath = Schema.Struct({ responseId: Schema.String })
+
+/** DELETE /v1/responses/{id} (OpenAI shape). */
+export const DeletedResponse = Schema.Struct({
+  id: Schema.String,
+  object: Schema.Literal("response"),
+  deleted: Schema.Literal(true)
+})
+
+/**
+ * An input item as GET /v1/responses/{id}/input_items lists it: the item as sent, with an `id`
+ * (its own, else one derived from the response id and its position) and a `type`; a message's
+ * string content becomes one `input_text` part (`output_text` for the assistant).
+ */
+export const ListedInputItem = Schema.Struct(
+  { id: Schema.String, type: Schema.String },
+  Schema.Record({ key: Schema.String, value: Schema.Unknown })
+)
+export type ListedInputItem = typeof ListedInputItem.Type
+
+/** Query of GET /v1/responses/{id}/input_items: OpenAI's cursor pagination over the item ids. */
+export const InputItemsQuery = Schema.Struct({
+  limit: Schema.optionalWith(Schema.NumberFromString.pipe(Schema.int(), Schema.between(1, 100)), { default: () => 20 }),
+  order: Schema.optionalWith(Schema.Literal("asc", "desc"), { default: () => "desc" as const }),
+  after: Schema.optional(Schema.String.annotations({ description: "An item id: the page starts behind it" }))
+})
+export type InputItemsQuery = typeof InputItemsQuery.Type
+
+/** OpenAI's list shape: `{object: "list", data, first_id, last_id, has_more}`. */
+export const InputItemList = Schema.Struct({
+  object: Schema.Literal("list"),
+  data: Schema.Array(ListedInputItem),
+  first_id: Schema.NullOr(Schema.String),
+  last_id: Schema.NullOr(Schema.String),
+  has_more: Schema.Boolean
+})

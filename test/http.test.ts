@@ -55,15 +55,33 @@ describe("OpenAPI and docs", () => {
     expect(paths["/v1/platforms/{platformId}/api-keys/{keyId}"]!.delete.responses["204"]).toBeDefined()
   })
 
-  it("serves a docs page", async () => {
+  it("serves a docs page that needs nothing but this host", async () => {
     const res = await fetch(`${gw.baseUrl}/docs`)
     expect(res.status).toBe(200)
     expect(res.headers.get("content-type")).toContain("text/html")
     const html = await res.text()
     expect(html).toContain("<html")
-    // Scalar's viewer comes from its CDN (docs/decisions.md), the API description is inline.
-    expect(html).toContain(`<script src="https://cdn.jsdelivr.net/npm/@scalar/api-reference@1.39.3/dist/browser/standalone.min.js"`)
+    // The API description is inline; every script the page loads is same-origin.
     expect(html).toContain('"/v1/chat/completions"')
+    const sources = [...html.matchAll(/<script\b[^>]*\bsrc="([^"]*)"/g)].map((m) => m[1]!)
+    expect(sources).toEqual(["/docs/scalar.js"])
+    expect(html).not.toMatch(/<link\b[^>]*href="https?:/)
+    // Scalar's own fonts would come from its servers.
+    expect(html).toContain('"withDefaultFonts":false')
+
+    const script = await fetch(new URL(sources[0]!, `${gw.baseUrl}/docs`))
+    expect(script.status).toBe(200)
+    expect(script.headers.get("content-type")).toBe("text/javascript; charset=utf-8")
+    const body = await script.text()
+    expect(body).toContain("@scalar/api-reference@")
+    expect(body).not.toContain("sourceMappingURL")
+    // It parses as JavaScript.
+    expect(() => new Function(body)).not.toThrow()
+
+    const etag = script.headers.get("etag")
+    expect(etag).toMatch(/^"[0-9a-f]+-[0-9a-f]+"$/)
+    const again = await fetch(`${gw.baseUrl}/docs/scalar.js`, { headers: { "if-none-match": etag! } })
+    expect(again.status).toBe(304)
   })
 })
 

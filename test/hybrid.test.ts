@@ -225,6 +225,8 @@ describe("checks on every turn", () => {
       expect(Number(await used(u.endUserId))).toBeCloseTo(0.001012, 12)
       const stored = await gw.db.pool.query("SELECT status FROM responses WHERE id = $1", [res.id])
       expect(stored.rows).toEqual([{ status: "incomplete" }])
+      // Read back, it says why it stopped, as the answer did.
+      expect(await u.client.responses.retrieve(res.id)).toMatchObject({ status: "incomplete", incomplete_details: { reason: "budget_exhausted" } })
     }
   })
 

@@ -121,6 +121,10 @@ const pathParam = (name: string, t: Tenant): string => {
       return "mock"
     case "slug":
       return capabilitySlug
+    case "responseId":
+      return t.responseId
+    case "model":
+      return "mock-echo"
     default:
       throw new Error(`isolation matrix: no mapping for path parameter {${name}}; add it to pathParam`)
   }

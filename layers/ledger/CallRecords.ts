@@ -1,21 +1,27 @@
-// Call records (GATEWAY_CALL_RECORDS): a call's settlement is on record in Postgres (`call_records`) before its answer
-// ends, so a call whose answer reached its client is billed even if its instance and its disk
-// vanish the moment after. A call still running after GATEWAY_CALL_RECORD_AFTER is on record
+// Call records (GATEWAY_CALL_RECORDS): a call's settlement is on record in Redis or Postgres
+// (CallRecordStores) before its answer ends, so a call whose answer reached its client is billed
+// even if its instance and its disk vanish the moment after. A call still running after GATEWAY_CALL_RECORD_AFTER is on record
 // too, with what it comes to if it is cut (its prompt estimate, no completion: `interrupted`);
-// its final settlement replaces that row. Records are written in groups with the calls ending
-// meanwhile (group commit), and deleted by the statement that applies their settlements
-// (Settlements). An instance holds a Postgres advisory lock for as long as it lives (a session's
+// its final settlement replaces that record. Records are written in groups with the calls ending
+// meanwhile (group commit), and deleted with their settlements' commit (Postgres: by the same
+// statement; Redis: with the next group once the writer reports the commit). An instance holds a Postgres advisory lock for as long as it lives (a session's
 // lock goes when its connection does, so a dead instance is seen at once, without heartbeats or
 // clocks); every instance sweeps the records of instances whose lock is free and applies them.
 // Settlements are idempotent by id (the log row's), so a record applied twice applies once.
+import type { SqlError } from "@effect/sql/SqlError"
 import { PgClient } from "@effect/sql-pg"
 import { Deferred, Effect, Exit, FiberId, Layer, Schedule } from "effect"
 import { randomUUID } from "node:crypto"
 import { durationMsConfig } from "../lib/ConfigValues.js"
 import { isDatabaseOutage } from "../lib/SqlErrors.js"
-import { type Settlement, settlementFromJson, settlementJson } from "./Settlement.js"
+import { databaseIdentity, postgresRecordStore, type RecordStore, redisConnection, redisRecordStore } from "./CallRecordStores.js"
+import { type Settlement, settlementFromJson } from "./Settlement.js"
 import { Settlements } from "./Settlements.js"
-import { callRecordsEnabled, settlementSynchronousCommit, settlementWaitMs } from "./SettlementSettings.js"
+import { callRecordsEnabled, callRecordStore, settlementSynchronousCommit, settlementWaitMs } from "./SettlementSettings.js"
+
+/** Postgres unreachable: the writer waits it out quietly (the settlement writer reports outages). */
+const isOutage = (e: unknown) =>
+  typeof e === "object" && e !== null && (e as { readonly _tag?: unknown })._tag === "SqlError" && isDatabaseOutage(e as SqlError)
 
 /** The advisory lock space of instance liveness (an int4; the second key is the instance id's hash). */
 export const LIVENESS_LOCK_SPACE = 72_133_812
@@ -101,20 +107,20 @@ export class CallRecords extends Effect.Service<CallRecords>()("gateway/CallReco
       Deferred.unsafeDone(done, Exit.void)
     }
 
-    const write = (inserts: ReadonlyArray<Settlement>, deletes: ReadonlyArray<string>) => {
-      const rows = `[${inserts.map(settlementJson).join(",")}]`
-      const gone = JSON.stringify(deletes)
-      return sql`WITH config AS (SELECT set_config('synchronous_commit', ${synchronousCommit ? "on" : "off"}, true)),
-        inserted AS (
-          INSERT INTO call_records (id, instance_id, settlement)
-          SELECT (r->>'id')::uuid, ${instanceId}, r FROM jsonb_array_elements(${rows}::jsonb) AS r
-          ON CONFLICT (id) DO UPDATE SET settlement = EXCLUDED.settlement
-        ),
-        deleted AS (DELETE FROM call_records WHERE id IN (SELECT jsonb_array_elements_text(${gone}::jsonb)::uuid))
-        SELECT count(*) FROM config`
+    // Chosen whether or not this instance records: it sweeps the records of dead instances either way.
+    const store: RecordStore = (yield* callRecordStore) === "postgres"
+      ? postgresRecordStore(sql, instanceId, synchronousCommit)
+      : redisRecordStore(yield* redisConnection, yield* databaseIdentity(sql), instanceId)
+    const write = store.write
+    // Records outside Postgres go once the writer has committed their settlements.
+    if (enabled && !store.deletedBySettlement) {
+      settlements.whenWritten((ids) => {
+        for (const id of ids) closes.add(id)
+        if (ids.length > 0) Deferred.unsafeDone(work, Exit.void)
+      })
     }
 
-    /** One writer: what was opened and closed since its last write, in one statement. */
+    /** One writer: what was opened and closed since its last write, in one round trip. */
     const writer = Effect.gen(function*() {
       yield* Deferred.await(work)
       work = Deferred.unsafeMake<void>(FiberId.none)
@@ -128,7 +134,7 @@ export class CallRecords extends Effect.Service<CallRecords>()("gateway/CallReco
         Effect.tapError((e) =>
           Effect.suspend(() => {
             stopWaiting()
-            return isDatabaseOutage(e) ? Effect.void : Effect.logError("call records: write failed", e)
+            return isOutage(e) ? Effect.void : Effect.logError("call records: write failed", e)
           })
         ),
         Effect.retry(RETRY)
@@ -189,21 +195,18 @@ export class CallRecords extends Effect.Service<CallRecords>()("gateway/CallReco
       Effect.gen(function*() {
         const [lock] = yield* sql<{ readonly free: boolean }>`SELECT pg_try_advisory_xact_lock(${LIVENESS_LOCK_SPACE}, hashtext(${dead})) AS free`
         if (lock?.free !== true) return 0
-        const rows = yield* sql<{ readonly id: string; readonly settlement: string }>`
-          SELECT id::text AS id, settlement::text AS settlement FROM call_records WHERE instance_id = ${dead}`
-        for (const row of rows) {
-          const settlement = settlementFromJson(row.settlement)
+        const records = yield* store.recordsOf(dead)
+        for (const record of records) {
+          const settlement = settlementFromJson(record)
           if (settlement !== null) yield* settlements.settle(settlement)
         }
-        yield* sql`DELETE FROM call_records WHERE instance_id = ${dead}`
-        return rows.length
+        yield* store.dropAll(dead)
+        return records.length
       }).pipe(sql.withTransaction)
 
     const sweep = Effect.gen(function*() {
-      const instances = yield* sql<{ readonly instance_id: string }>`
-        SELECT DISTINCT instance_id::text AS instance_id FROM call_records WHERE instance_id <> ${instanceId}`
-      for (const { instance_id } of instances) {
-        const settled = yield* sweepInstance(instance_id)
+      for (const instance of yield* store.others) {
+        const settled = yield* sweepInstance(instance)
         if (settled > 0) yield* Effect.logWarning(`call records: ${settled} calls of a stopped instance settled from their records`)
       }
     }).pipe(Effect.catchAllCause((cause) => Effect.logWarning("call records: sweep failed", cause)))

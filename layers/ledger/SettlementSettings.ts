@@ -1,6 +1,6 @@
 // The settlement writer's settings: its wait at low load, when it counts as stuck, whether calls
 // are on record in Postgres (CallRecords), and whether its commits wait for the WAL flush.
-import { Config } from "effect"
+import { Config, Option, Redacted } from "effect"
 import { durationMsConfig } from "../lib/ConfigValues.js"
 
 /** The writer's wait at low load (0: none; see LINGER_MS). */
@@ -17,6 +17,23 @@ export const settlementWaitMs = durationMsConfig("GATEWAY_SETTLEMENT_WAIT", 5_00
  * records. Off (the default): every queued settlement is journaled on this instance's disk.
  */
 export const callRecordsEnabled = Config.boolean("GATEWAY_CALL_RECORDS").pipe(Config.withDefault(false))
+
+/**
+ * GATEWAY_CALL_RECORD_STORE: where call records live (layers/ledger/CallRecordStores.ts): `redis`
+ * (the default when REDIS_URL is set) or `postgres`.
+ */
+export const callRecordStore = Config.literal("redis", "postgres")("GATEWAY_CALL_RECORD_STORE").pipe(
+  Config.orElse(() =>
+    Config.option(Config.redacted("REDIS_URL")).pipe(
+      Config.map((url) => Option.exists(url, (u) => Redacted.value(u).trim() !== "") ? "redis" as const : "postgres" as const)
+    )
+  )
+)
+
+/** Whether settlements delete call records in their own commit (records on, in Postgres). */
+export const callRecordsInPostgres = Config.all([callRecordsEnabled, callRecordStore]).pipe(
+  Config.map(([enabled, store]) => enabled && store === "postgres")
+)
 
 /**
  * GATEWAY_SETTLEMENT_SYNCHRONOUS_COMMIT: on, settlement and call-record commits wait for the

@@ -21,7 +21,7 @@ import { atOnceCandidate, installSettleAtOnce, settleAtOnce } from "./SettleAtOn
 import { logRowOf, makeSettleInTransaction } from "./SettleInTransaction.js"
 import { insertLogRows } from "./InferenceLogs.js"
 import { openSettlementJournal, type Segment } from "./SettlementJournal.js"
-import { callRecordsEnabled, settlementLingerMs, settlementSynchronousCommit, settlementWaitMs } from "./SettlementSettings.js"
+import { callRecordsEnabled, callRecordsInPostgres, settlementLingerMs, settlementSynchronousCommit, settlementWaitMs } from "./SettlementSettings.js"
 
 interface Entry {
   readonly settlement: Settlement
@@ -81,6 +81,7 @@ export class Settlements extends Effect.Service<Settlements>()("gateway/Settleme
     const lowLoadLingerMs = yield* settlementLingerMs
     const synchronousCommit = yield* settlementSynchronousCommit
     const withRecords = yield* callRecordsEnabled
+    const recordsInPostgres = yield* callRecordsInPostgres
     const waitMs = yield* settlementWaitMs
     const queue = yield* Queue.unbounded<Entry>()
     const journal = yield* openSettlementJournal
@@ -98,6 +99,11 @@ export class Settlements extends Effect.Service<Settlements>()("gateway/Settleme
     const hurryWriter = () => {
       if (hurry !== null) hurry()
       else hurryWanted = true
+    }
+    /** Told the ids of each group the writer is past (CallRecords, when its records live outside Postgres). */
+    let writtenListener: ((ids: ReadonlyArray<string>) => void) | null = null
+    const whenWritten = (listener: (ids: ReadonlyArray<string>) => void) => {
+      writtenListener = listener
     }
     /** The sequence number of the last settlement the writer took. */
     let taken = 0
@@ -126,7 +132,7 @@ export class Settlements extends Effect.Service<Settlements>()("gateway/Settleme
     const debitedWanted = new Map<string, number>()
     const WANTED_MEMORY_MS = 10_000
     const commitInTransaction = makeSettleInTransaction(sql, ledger, wallet, (platformId) =>
-      debitedWanted.set(platformId, Date.now() + WANTED_MEMORY_MS), synchronousCommit, withRecords)
+      debitedWanted.set(platformId, Date.now() + WANTED_MEMORY_MS), synchronousCommit, recordsInPostgres)
 
     /** Whether a group may try the one statement first. */
     const atOnceFirst = (settlements: ReadonlyArray<Settlement>, now: number) =>
@@ -141,7 +147,7 @@ export class Settlements extends Effect.Service<Settlements>()("gateway/Settleme
         const all = entries.map((entry) => entry.settlement)
         const transaction = Effect.zipLeft(commitInTransaction(all), countGroup("transaction"))
         return atOnceFirst(all, Date.now())
-          ? Effect.flatMap(settleAtOnce(sql, all, synchronousCommit, withRecords), (written) => written ? countGroup("statement") : transaction)
+          ? Effect.flatMap(settleAtOnce(sql, all, synchronousCommit, recordsInPostgres), (written) => written ? countGroup("statement") : transaction)
           : transaction
       }).pipe(Effect.retry({ while: isRetriable, times: 5 }))
 
@@ -245,6 +251,7 @@ export class Settlements extends Effect.Service<Settlements>()("gateway/Settleme
         forget(entry)
         if (entry.segment !== null && !kept.includes(entry)) journal?.release(entry.segment)
       }
+      if (writtenListener !== null) writtenListener([...entries].flatMap((entry) => kept.includes(entry) ? [] : [entry.settlement.id]))
       clearTimeout(slow)
       degraded = false
       if (journalFailure !== undefined) {
@@ -409,7 +416,7 @@ export class Settlements extends Effect.Service<Settlements>()("gateway/Settleme
       if (files.length > 0) yield* Effect.logInfo(`settlement journal: ${files.length} files of stopped instances read`)
     }
 
-    return { submit, settle, pendingOf, submitted, awaitPlatform, awaitEverything } as const
+    return { submit, settle, whenWritten, pendingOf, submitted, awaitPlatform, awaitEverything } as const
   })
 }) {
   /**
@@ -423,6 +430,7 @@ export class Settlements extends Effect.Service<Settlements>()("gateway/Settleme
       return Settlements.make({
         submit: (settlement) => Effect.sync(() => void recorded.push(settlement)),
         settle: (settlement) => Effect.sync(() => void recorded.push(settlement)),
+        whenWritten: () => undefined,
         pendingOf: () => [],
         submitted: (platformId, endUserId) => ({
           wallet: total((s) => s.platformId === platformId),

@@ -4,13 +4,14 @@
 // then settlement (budget debit row, platform wallet debit, inference log; InferenceSettlement),
 // queued for the grouped writer in Settlements. A stream's tally is InferenceStream.
 import { PgClient } from "@effect/sql-pg"
-import { BigDecimal, Cause, Effect, Exit, FiberId, Option, Stream, type Tracer } from "effect"
+import { BigDecimal, Cause, Effect, Exit, FiberId, FiberRef, Option, Stream, type Tracer } from "effect"
 import { randomUUID } from "node:crypto"
 import type { BudgetRow } from "../ledger/BudgetLedger.js"
 import type { ChatChunk, ChatCompletion, ChatRequest } from "../../schemas/Chat.js"
 import type { BadGateway, GatewayTimeout, PaymentRequired } from "../../schemas/Errors.js"
 import { countConfig, durationMsConfig } from "../lib/ConfigValues.js"
 import { objectId } from "../lib/Ids.js"
+import { currentExchange, upstreamAnswered, upstreamStarted } from "../lib/RequestIds.js"
 import { callSpans, tracingEnabled, withTraceparent } from "../lib/CurrentSpan.js"
 import { AdmissionCache, type CachedAdmission } from "./AdmissionCache.js"
 import { type AdmissionSnapshot, loadAdmissionSnapshot } from "./AdmissionSnapshot.js"
@@ -195,7 +196,8 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
         candidates: orderCandidates(snapshot.candidates),
         promptEstimate,
         ...spend,
-        startedAt
+        startedAt,
+        exchange: yield* FiberRef.get(currentExchange)
       }
       return admitted
     })
@@ -366,10 +368,12 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
     const answerAndSettle = Effect.fnUntraced(function*(admitted: Admitted, callSpan: Tracer.Span | undefined) {
       const id = randomUUID()
       const call = track(id, admitted)
+      upstreamStarted(admitted.exchange)
       const { value, candidate } = yield* router.route(
         admitted.candidates,
         (c) => Effect.flatMap(callFor(admitted, c), adapters.get(c.kind).complete)
       ).pipe(Effect.tapErrorCause((cause) => unservedCall(call, admitted, cause, callSpan)))
+      upstreamAnswered(admitted.exchange)
       const finishReasons = finishReasonsOf(value)
       if (usageInBounds(value.usage)) {
         yield* settle(call, id, admitted, { candidate, usage: value.usage, method: "reported", status: "success", errorMessage: null, finishReasons }, callSpan)
@@ -428,6 +432,7 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
       // went upstream, is settled as one that leaves mid-stream (interrupted: its prompt, no
       // completion tokens), since the provider has the prompt either way.
       let inFlight: Candidate | undefined
+      upstreamStarted(admitted.exchange)
       /** The served attempt's stream ended: settled in the adapter's finalizer (UpstreamCall.onEnd). */
       const ended = (c: Candidate) => (exit: Exit.Exit<unknown, UpstreamError>) =>
         Effect.suspend(() => {
@@ -449,6 +454,7 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
         Effect.onInterrupt(() => inFlight === undefined ? unserved(Exit.interrupt(FiberId.none)) : settleStream(inFlight)),
         Effect.tapError((error) => Effect.zipRight(failed(admitted, error, callSpan), unserved(Exit.fail(error))))
       )
+      upstreamAnswered(admitted.exchange)
       const body = chunks.pipe(
         // The drop was noted (and settled) by `ended`, which runs before this handler.
         Stream.catchAll((error) => {

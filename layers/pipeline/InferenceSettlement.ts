@@ -6,6 +6,7 @@ import { BigDecimal, Effect, Metric, MetricKey, MetricLabel, type Option, type T
 import type { ChatRequest, Usage } from "../../schemas/Chat.js"
 import type { PlatformSettings } from "../../schemas/Platforms.js"
 import { currentSpan, listAttribute } from "../lib/CurrentSpan.js"
+import type { HttpExchange } from "../lib/RequestIds.js"
 import { perMillion } from "../lib/Money.js"
 import { nextPeriodStart } from "../lib/Periods.js"
 import { actorOf, type BudgetRow } from "../ledger/BudgetLedger.js"
@@ -58,6 +59,8 @@ export interface Admitted {
   /** The call's budget reservation (budget_enforcement "reserve"); its settlement releases it. */
   readonly reservationId?: string | undefined
   readonly startedAt: number
+  /** The HTTP request that made the call (its x-request-id, its Server-Timing); null outside one. */
+  readonly exchange: HttpExchange | null
 }
 
 export const budgetExpectation = (row: BudgetRow): BudgetExpectation => ({
@@ -275,9 +278,10 @@ export const settlementOf = (
       error_message: outcome.errorMessage,
       token_count_method: outcome.method,
       billing_status: outcome.reportedUsage !== undefined && BigDecimal.greaterThan(cost, ZERO) ? "estimated" : undefined,
+      // x_request_id: the HTTP request's id (absent outside one), what a client quotes to support.
       metadata: outcome.reportedUsage === undefined
-        ? { request_id: admitted.requestId, stream: admitted.request.stream === true }
-        : { request_id: admitted.requestId, stream: admitted.request.stream === true, reported_usage: outcome.reportedUsage }
+        ? { request_id: admitted.requestId, x_request_id: admitted.exchange?.id, stream: admitted.request.stream === true }
+        : { request_id: admitted.requestId, x_request_id: admitted.exchange?.id, stream: admitted.request.stream === true, reported_usage: outcome.reportedUsage }
     },
     details: {
       log_id: id,

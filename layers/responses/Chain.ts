@@ -15,10 +15,26 @@ export interface StoredResponse {
   readonly output_items: ReadonlyArray<OutputItem>
 }
 
+/**
+ * Who owns a stored response: an end-user key's calls belong to its end user, a platform key's
+ * to the platform with no end user (so a platform key does not read its end users' responses).
+ * Every read, chain and delete matches `platform_id` and this, `end_user_id IS NOT DISTINCT FROM`.
+ */
+export const ownerEndUser = (caller: Caller): string | null => caller._tag === "EndUserKey" ? caller.endUserId : null
+
+/**
+ * The request parameters a stored response keeps (its input items have their own column) to
+ * rebuild the response object when it is read back.
+ */
+const storedParameters = (body: ResponsesRequest) => {
+  const { input: _input, stream: _stream, ...parameters } = body
+  return { ...parameters, tools: body.tools ?? [], tool_choice: body.tool_choice ?? "auto" }
+}
+
 export const makeResponseStore = (sql: PgClient.PgClient) => {
   /** The chain ending at `id`, oldest first; another user's or platform's id is not found. */
   const loadChain = Effect.fnUntraced(function*(caller: Caller, id: string) {
-    const endUserId = caller._tag === "EndUserKey" ? caller.endUserId : null
+    const endUserId = ownerEndUser(caller)
     const rows = yield* sql<StoredResponse & { depth: number }>`WITH RECURSIVE chain AS (
         SELECT r.*, 0 AS depth FROM responses r
           WHERE r.id = ${id} AND r.platform_id = ${caller.platformId} AND r.end_user_id IS NOT DISTINCT FROM ${endUserId}
@@ -42,15 +58,16 @@ export const makeResponseStore = (sql: PgClient.PgClient) => {
     usage: Usage | null,
     status: "completed" | "incomplete",
     threadId: string | null,
-    createdAt: Date
+    createdAt: Date,
+    incompleteReason: string | null = null
   ) =>
     sql`INSERT INTO responses (id, platform_id, end_user_id, previous_response_id, thread_id, model, instructions,
-        input_items, output_items, usage, status, request, created_at)
-      VALUES (${id}, ${caller.platformId}, ${caller._tag === "EndUserKey" ? caller.endUserId : null},
+        input_items, output_items, usage, status, request, created_at, incomplete_reason)
+      VALUES (${id}, ${caller.platformId}, ${ownerEndUser(caller)},
         ${body.previous_response_id ?? null}, ${threadId}, ${body.model}, ${body.instructions ?? null},
         ${JSON.stringify(input)}::jsonb, ${JSON.stringify(output)}::jsonb,
         ${usage === null ? null : JSON.stringify(toUsage(usage))}::jsonb, ${status},
-        ${sql.json({ tools: body.tools ?? [], tool_choice: body.tool_choice ?? "auto" })}, ${createdAt})
+        ${sql.json(storedParameters(body))}, ${createdAt}, ${status === "incomplete" ? incompleteReason : null})
       ON CONFLICT (id) DO NOTHING`.pipe(Effect.orDie, Effect.asVoid)
 
   /**

@@ -2,7 +2,8 @@
 // settlement, log rows of type `response`). Input items and stored chains become chat messages;
 // the answer becomes output items; hosted tool-app tools run inline (the hybrid loop); every
 // response is stored per end user. The item translation is in Items.ts, the stored chain in
-// Chain.ts, the hybrid loop in Hosted.ts, the stream's events in Events.ts.
+// Chain.ts, reading back and deleting in Stored.ts, the hybrid loop in Hosted.ts, the stream's
+// events in Events.ts.
 import { PgClient } from "@effect/sql-pg"
 import { Clock, Effect, Stream } from "effect"
 import type { ChatMessage } from "../../schemas/Chat.js"
@@ -16,6 +17,7 @@ import { ToolHost } from "../tools/ToolHost.js"
 import { makeResponseStore } from "./Chain.js"
 import { chunkEvents, eventSequence, hostedEvents, type ResponseEvent } from "./Events.js"
 import { makeHostedTools } from "./Hosted.js"
+import { makeStoredResponses } from "./Stored.js"
 import { responseObject, toChatRequest, toMessages } from "./Items.js"
 
 export type { ResponseEvent } from "./Events.js"
@@ -32,6 +34,7 @@ export class Responses extends Effect.Service<Responses>()("gateway/Responses", 
     const toolServiceUrl = Effect.provideService(mcpPublicUrl, Listeners, listeners)
     const { resolveHosted, runLoop } = makeHostedTools({ inference, toolHost, keyAuth, toolServiceUrl })
     const { loadChain, storeSettled } = makeResponseStore(sql)
+    const { retrieve, inputItems, remove } = makeStoredResponses(sql)
 
     /** Validation, context loading and admission (the five checks) shared by both modes. */
     const prepare = Effect.fnUntraced(function*(caller: Caller, body: ResponsesRequest) {
@@ -63,7 +66,7 @@ export class Responses extends Effect.Service<Responses>()("gateway/Responses", 
       const result = yield* runLoop(prepared)
       // The upstream's text as stored and as answered: NUL and unpaired surrogates become U+FFFD.
       const output = toStorable(result.output)
-      yield* storeSettled(caller, admitted.requestId, body, input, output, result.usage, result.status, threadId, createdAt)
+      yield* storeSettled(caller, admitted.requestId, body, input, output, result.usage, result.status, threadId, createdAt, result.incompleteReason)
       return {
         admitted,
         response: responseObject(admitted.requestId, body, createdAt, result.status, output, result.usage, threadId, result.incompleteReason)
@@ -122,12 +125,12 @@ export class Responses extends Effect.Service<Responses>()("gateway/Responses", 
       const created = responseObject(id, body, createdAt, "in_progress", [], null, threadId)
       const run = yield* runLoop(prepared)
       const result = { ...run, output: toStorable(run.output) }
-      yield* storeSettled(caller, id, body, input, result.output, result.usage, result.status, threadId, createdAt)
+      yield* storeSettled(caller, id, body, input, result.output, result.usage, result.status, threadId, createdAt, result.incompleteReason)
       const done = responseObject(id, body, createdAt, result.status, result.output, result.usage, threadId, result.incompleteReason)
       const events: Stream.Stream<ResponseEvent> = Stream.fromIterable(hostedEvents(event, hosted.servers, result, created, done))
       return { admitted, events }
     })
 
-    return { create, stream } as const
+    return { create, stream, retrieve, inputItems, remove } as const
   })
 }) {}

@@ -110,13 +110,18 @@ export class ModelCatalog extends Effect.Service<ModelCatalog>()("gateway/ModelC
      * GET /v1/models for a platform: models with an enabled config whose provider has an active
      * key for the platform; owned_by is the provider of the lowest priority value among them.
      */
-    const visibleModels = (platformId: string) =>
+    const visibleModels = (platformId: string, slug?: string) =>
       sql<{ slug: string; created_at: Date; owned_by: string }>`SELECT DISTINCT ON (m.slug) m.slug, m.created_at, p.slug AS owned_by
         FROM models m
         JOIN model_providers mp ON mp.model_id = m.id AND mp.enabled
         JOIN providers p ON p.id = mp.provider_id
         JOIN platform_provider_keys k ON k.provider_id = p.id AND k.platform_id = ${platformId} AND k.is_active
+        ${slug === undefined ? sql`` : sql`WHERE m.slug = ${slug}`}
         ORDER BY m.slug, mp.priority, p.slug`.pipe(Effect.orDie)
+
+    /** GET /v1/models/{model}: the model when the platform may call it (the list's rule). */
+    const visibleModel = (platformId: string, slug: string) =>
+      Effect.map(visibleModels(platformId, slug), (rows) => Option.fromNullable(rows[0]))
 
     /** Applies GATEWAY_CONFIG (YAML or JSON) when set; repeating it changes nothing. */
     const applyConfigFile = Effect.gen(function*() {
@@ -129,6 +134,6 @@ export class ModelCatalog extends Effect.Service<ModelCatalog>()("gateway/ModelC
       yield* Effect.logInfo(`GATEWAY_CONFIG applied: ${file.providers.length} providers, ${file.models.length} models`)
     }).pipe(Effect.orDie)
 
-    return { upsertProvider, listProviders, upsertModel, listModels, visibleModels, applyConfigFile } as const
+    return { upsertProvider, listProviders, upsertModel, listModels, visibleModels, visibleModel, applyConfigFile } as const
   })
 }) {}

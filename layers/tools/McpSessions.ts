@@ -20,6 +20,7 @@ import { RateLimited, ServiceUnavailable, wireError } from "../../schemas/Errors
 import type { EndUserPrincipal } from "../access/KeyAuth.js"
 import type { ToolResult } from "./apps/ToolApp.js"
 import type { ToolListing } from "./Catalog.js"
+import { mcpIdentity } from "./McpIdentity.js"
 import { type Admission, makeMcpSessionRows } from "./McpSessionRows.js"
 
 export { MAX_SESSIONS_PER_KEY } from "./McpSessionRows.js"
@@ -111,7 +112,7 @@ export const makeMcpSessions = (limits: SessionLimits, handlers: SessionHandlers
 
     /** The SDK server of one request; a listing or call in progress keeps the session from going idle. */
     const serverFor = (principal: EndUserPrincipal, appSlug: string, sessionId: string) => {
-      const server = new Server({ name: `gateway-${appSlug}`, version: "1.0.0" }, { capabilities: { tools: {} } })
+      const server = new Server({ ...mcpIdentity(appSlug), version: "1.0.0" }, { capabilities: { tools: {} } })
       const busyWhile = async <A>(run: () => Promise<A>): Promise<A> => {
         await runPromise(rows.callStarted(sessionId))
         try {

@@ -11,12 +11,12 @@ import { dec, sqlDec } from "../lib/Money.js"
 import { isQueryCanceled } from "../lib/SqlErrors.js"
 import { actorOf, BudgetLedger, type BudgetRow } from "../ledger/BudgetLedger.js"
 import { DisplayLedger } from "../ledger/DisplayLedger.js"
-import { heldOnBudgetSql } from "../ledger/Holds.js"
+import { heldOnBudgetSql, platformOpenHoldsUsd } from "../ledger/Holds.js"
 import { insertLogRow, NOT_A_MODEL_CALL, recordLogOutcome } from "../ledger/InferenceLogs.js"
 import { Settlements } from "../ledger/Settlements.js"
 import type { EndUserPrincipal } from "../access/KeyAuth.js"
 import { PlatformWallet } from "../ledger/PlatformWallet.js"
-import { budgetRemains, notSuspended, walletRefusal, type WalletSettings } from "../pipeline/Preflight.js"
+import { budgetExhausted, budgetRemains, notSuspended, walletRefusal, type WalletSettings } from "../pipeline/Preflight.js"
 
 const ZERO = BigDecimal.make(0n, 0)
 
@@ -77,11 +77,36 @@ export const makeMetering = Effect.gen(function*() {
       return { budget, settings }
     })
 
-  /** Checks 3 and 4 on the locked, active budget, its open capability holds and model-call reservations counted. */
+  /**
+   * Checks 3 and 4 on the locked, active budget, its open capability holds and model-call
+   * reservations counted. With budget_enforcement "reserve" what remains must pay the price
+   * (the call's maximum cost), so a paid call never takes used_usd past max_usd either.
+   */
   const budgetAllows = (budget: BudgetRow, settings: WalletSettings | null) =>
     Effect.gen(function*() {
-      const [row] = yield* sql<{ readonly held: string }>`SELECT ${heldOnBudgetSql(sql, budget.id)}::text AS held`
-      return Either.flatMap(notSuspended(budget), () => budgetRemains(budget, dec(row?.held ?? "0"), settings))
+      const [row] = yield* sql<{ readonly held: string; readonly enforcement: string | null }>`SELECT ${heldOnBudgetSql(sql, budget.id)}::text AS held,
+        (SELECT settings->>'budget_enforcement' FROM platforms WHERE id = ${budget.platform_id}) AS enforcement`
+      const held = dec(row?.held ?? "0")
+      const remaining = BigDecimal.subtract(BigDecimal.subtract(dec(budget.max_usd), dec(budget.used_usd)), held)
+      return Either.flatMap(notSuspended(budget), () =>
+        row?.enforcement === "reserve" && BigDecimal.lessThan(remaining, price)
+          ? Either.left(budgetExhausted())
+          : budgetRemains(budget, held, settings))
+    })
+
+  /**
+   * Check 5 on the locked wallet: its balance less what open capability holds and model-call
+   * reservations keep for work in flight covers the price (the capability hold's rule), so a paid
+   * call never takes money a call in flight will settle with. Locked first, then summed: a
+   * reservation (which locks the wallet too) either committed before or waits for this debit.
+   */
+  const walletAllows = (platformId: string) =>
+    Effect.gen(function*() {
+      const [row] = yield* sql<{ readonly balance: string }>`SELECT balance_usd::text AS balance FROM platform_wallets
+        WHERE platform_id = ${platformId} FOR UPDATE`
+      if (row === undefined) return false
+      const held = yield* platformOpenHoldsUsd(platformId).pipe(Effect.provideService(PgClient.PgClient, sql))
+      return BigDecimal.greaterThanOrEqualTo(BigDecimal.subtract(dec(row.balance), held), price)
     })
 
   /**
@@ -118,6 +143,7 @@ export const makeMetering = Effect.gen(function*() {
       })
       const logId = row!.id
       if (billable) {
+        if (!(yield* walletAllows(principal.platformId))) return yield* walletRefusal(price, "tool call's price")
         // The wallet's ledger row names the log row it paid for (PlatformWallet.transactions).
         const covered = yield* wallet.debitIfCovered(principal.platformId, price, { ...metadata, request_type: "mcp_tool", log_id: logId })
         if (!covered) return yield* walletRefusal(price, "tool call's price")

@@ -1,13 +1,11 @@
 // The API host ({base_url}, PORT): the HttpApi with its handlers, error mapping, OpenAPI
-// document at /openapi.json, docs page at /docs and a /health probe; chat completions are
-// served by the chat route in front of it unless GATEWAY_CHAT_FRONT_ROUTE is off.
-import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
-import { layerCdn as scalarDocsLayer } from "@effect/platform/HttpApiScalar"
-import { Config, Layer } from "effect"
+// document at /openapi.json, docs page at /docs and a /health probe; every request passes the
+// API front first (request id, CORS, and the chat route unless GATEWAY_CHAT_FRONT_ROUTE is off).
+import { HttpApiBuilder, HttpServerRequest, HttpServerResponse } from "@effect/platform"
+import { Config, Effect, Layer } from "effect"
 import { AdminLive } from "../admin/Http.js"
 import { BudgetsLive } from "../budgets/Http.js"
 import { CapabilitiesLive } from "../capabilities/Http.js"
-import { chatFrontRoute } from "../inference/ChatRoute.js"
 import { InferenceLive } from "../inference/Http.js"
 import { ApiKeysLive, EndUsersLive, PlatformsLive } from "../management/Http.js"
 import { recordAddress } from "../../layers/platform/Listeners.js"
@@ -15,9 +13,12 @@ import { ToolsLive } from "../tools/Http.js"
 import { WebhooksLive } from "../webhooks/Http.js"
 import { GatewayApi } from "./Api.js"
 import { AuthenticationLive } from "./Authentication.js"
+import { DocsPageLive } from "./DocsPage.js"
 import { drainingServerLayer } from "./DrainingServer.js"
 import { ErrorMappingLive } from "./ErrorMapping.js"
 import { embeddedDatabase, withDefaultFrom } from "../../layers/lib/ConfigValues.js"
+import { currentExchange, httpExchange, requestIdOf } from "../../layers/lib/RequestIds.js"
+import { apiFront } from "./ApiFront.js"
 
 const HealthLive = HttpApiBuilder.Router.use((router) =>
   router.get("/health", HttpServerResponse.unsafeJson({ status: "ok" }))
@@ -28,10 +29,14 @@ export const ApiLive = HttpApiBuilder.api(GatewayApi).pipe(
   Layer.provide(AuthenticationLive)
 )
 
-export const HttpAppLive = HttpApiBuilder.serve().pipe(
-  // The viewer script from Scalar's CDN, pinned to the version @effect/platform inlines: inlined,
-  // its 3.4 MB would stay in the heap for the life of the process (docs/decisions.md).
-  Layer.provide(scalarDocsLayer({ path: "/docs", version: "1.39.3" })),
+/** HttpApi's requests run in their exchange (x-request-id, Server-Timing), as the chat route's do. */
+const inExchange = <E, R>(app: Effect.Effect<HttpServerResponse.HttpServerResponse, E, R>) =>
+  Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) =>
+    Effect.locally(app, currentExchange, httpExchange(requestIdOf(request.headers["x-request-id"]))))
+
+export const HttpAppLive = HttpApiBuilder.serve(inExchange).pipe(
+  // The viewer's script is served from the installed package, read per request (docs/decisions.md).
+  Layer.provide(DocsPageLive),
   Layer.provide(HttpApiBuilder.middlewareOpenApi({ path: "/openapi.json" })),
   Layer.provide(HealthLive),
   Layer.provide(ApiLive)
@@ -47,5 +52,5 @@ export const ApiListenerLive = Layer.mergeAll(HttpAppLive, recordAddress("api"))
   Layer.provide(drainingServerLayer({
     port: Config.integer("PORT").pipe(Config.withDefault(8080)),
     host
-  }, chatFrontRoute))
+  }, apiFront))
 )

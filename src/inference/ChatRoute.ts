@@ -18,6 +18,7 @@ import { apiErrorOf, checkedBody } from "../http/ErrorMapping.js"
 import type { FrontRoute } from "../http/DrainingServer.js"
 import { readNodeBody } from "../http/RequestBody.js"
 import { annotateCurrentSpan, tracingEnabled } from "../../layers/lib/CurrentSpan.js"
+import { currentExchange, type HttpExchange, httpExchange, requestIdOf, serverTiming } from "../../layers/lib/RequestIds.js"
 import { pullEach } from "../../layers/lib/StreamPull.js"
 import { refusal, runtimeCaller, sseHeaders, sseText } from "./Answers.js"
 import { chatEvent, makeChat, SSE_DONE } from "./Chat.js"
@@ -62,21 +63,35 @@ const notJson = (cause: unknown) =>
   })
 
 /**
- * Writes a JSON reply; an SSE reply streams, waiting for the socket to drain when it must. The
+ * Writes a JSON reply; an SSE reply streams, waiting for the socket to drain when it must. Every
+ * reply carries the request's x-request-id, an answer (200) its Server-Timing too. The
  * events are encoded and [DONE] added here, by the consumer, not by stages of the stream: every
  * Effect Stream stage costs on each stream (hot-path rule "few stream stages"). The stream is pulled
  * (layers/lib/StreamPull.ts), not run into a sink, and its finalizers, the settlement among them,
  * have run before the answer ends.
  */
-const send = (res: ServerResponse, reply: Reply): Effect.Effect<void> => {
+const send = (res: ServerResponse, reply: Reply, exchange: HttpExchange): Effect.Effect<void> => {
   if ("json" in reply) {
     return Effect.sync(() => {
-      res.writeHead(reply.status, { ...reply.headers, "content-type": "application/json", "content-length": Buffer.byteLength(reply.json) })
+      const head: Record<string, string | number> = {
+        ...reply.headers,
+        "x-request-id": exchange.id,
+        "content-type": "application/json",
+        "content-length": Buffer.byteLength(reply.json)
+      }
+      if (reply.status === 200) head["server-timing"] = serverTiming(exchange)
+      res.writeHead(reply.status, head)
       res.end(reply.json)
     })
   }
   return Effect.suspend(() => {
-    res.writeHead(200, { ...reply.headers, ...sseHeaders, "content-type": "text/event-stream" })
+    res.writeHead(200, {
+      ...reply.headers,
+      ...sseHeaders,
+      "server-timing": serverTiming(exchange),
+      "x-request-id": exchange.id,
+      "content-type": "text/event-stream"
+    })
     // The chunks cannot fail: the pull ends with the stream.
     return pullEach(reply.chunks, (batch) => res.write(sseText(batch, chatEvent)) ? undefined : drained(res))
   }).pipe(
@@ -183,15 +198,15 @@ export const makeChatRoute: Effect.Effect<FrontRoute, never, KeyAuth | Inference
     return yield* chat(yield* runtimeCaller(principal), payload)
   })
 
-  const serve = (req: IncomingMessage, res: ServerResponse): Effect.Effect<void> => {
+  const serve = (req: IncomingMessage, res: ServerResponse, exchange: HttpExchange): Effect.Effect<void> => {
     const answered = Effect.matchCauseEffect(reply(req), {
-      onSuccess: (r) => send(res, r),
+      onSuccess: (r) => send(res, r, exchange),
       onFailure: (cause) =>
         Effect.flatMap(apiErrorOf(cause), (error) => {
           // None: the client left; there is no one to answer.
           if (Option.isNone(error)) return Effect.void
           const { status, body } = wireError(error.value)
-          return send(res, jsonReply(status, body))
+          return send(res, jsonReply(status, body), exchange)
         })
     })
     if (tracing) return serverSpan(req, res)(answered)
@@ -206,7 +221,9 @@ export const makeChatRoute: Effect.Effect<FrontRoute, never, KeyAuth | Inference
 
   return (req: IncomingMessage, res: ServerResponse): boolean => {
     if (req.method !== "POST" || req.url === undefined || routes.find("POST", req.url) === undefined) return false
-    const fiber = runFork(serve(req, res))
+    const exchange = httpExchange(requestIdOf(req.headers["x-request-id"]))
+    // The request's own fiber: set, never restored (Effect.locally would cost a region per call).
+    const fiber = runFork(Effect.zipRight(FiberRef.set(currentExchange, exchange), serve(req, res, exchange)))
     fiber.addObserver(endStarted(res))
     // As the platform: a client that leaves interrupts its request (a stream settles what it sent).
     res.on("close", () => {

@@ -2,13 +2,15 @@
 // completions are served here when GATEWAY_CHAT_FRONT_ROUTE is off, by the front route in
 // src/inference/ChatRoute.ts otherwise.
 import { HttpApiBuilder, HttpApp, HttpServerResponse } from "@effect/platform"
-import { Effect, Stream } from "effect"
+import { Effect, FiberRef, Option, Stream } from "effect"
 import { DisplayLedger } from "../../layers/ledger/DisplayLedger.js"
+import { currentExchange, serverTiming } from "../../layers/lib/RequestIds.js"
 import { CurrentPrincipal } from "../../layers/access/KeyAuth.js"
 import { ModelCatalog } from "../../layers/tenancy/ModelCatalog.js"
 import { RateLimitSettings } from "../../layers/tenancy/RateLimitSettings.js"
 import type { RateLimitExceeded } from "../../layers/pipeline/RateLimiter.js"
 import { Responses } from "../../layers/responses/Responses.js"
+import { NotFound } from "../../schemas/Errors.js"
 import type { ResponsesRequest } from "../../schemas/Responses.js"
 import { requireEndUser } from "../http/Access.js"
 import { GatewayApi } from "../http/Api.js"
@@ -20,10 +22,23 @@ const runtimePrincipal = Effect.flatMap(CurrentPrincipal, runtimeCaller)
 const utf8 = new TextEncoder()
 const done = utf8.encode(SSE_DONE)
 
+/** A model as GET /v1/models lists it (OpenAI shape). */
+const modelObject = (m: { readonly slug: string; readonly created_at: Date; readonly owned_by: string }) => ({
+  id: m.slug,
+  object: "model" as const,
+  created: Math.floor(m.created_at.getTime() / 1000),
+  owned_by: m.owned_by
+})
+
 const withHeaders = (headers: Record<string, string>) =>
   Object.keys(headers).length === 0
     ? Effect.void
     : HttpApp.appendPreResponseHandler((_req, res) => Effect.succeed(HttpServerResponse.setHeaders(res, headers)))
+
+/** An answer's headers with its Server-Timing (src/http/Server.ts runs every request in an exchange). */
+const timed = (headers: Record<string, string>) =>
+  Effect.flatMap(FiberRef.get(currentExchange), (exchange) =>
+    withHeaders(exchange === null ? headers : { ...headers, "server-timing": serverTiming(exchange) }))
 
 /** A refused admission: 429 with retry-after and the limit headers. */
 const rateLimited = (e: RateLimitExceeded) => {
@@ -43,19 +58,20 @@ export const InferenceLive = HttpApiBuilder.group(GatewayApi, "inference", (hand
     const listModels = Effect.fnUntraced(function*() {
       const principal = yield* runtimePrincipal
       const models = yield* catalog.visibleModels(principal.platformId)
-      return {
-        object: "list" as const,
-        data: models.map((m) => ({
-          id: m.slug,
-          object: "model" as const,
-          created: Math.floor(m.created_at.getTime() / 1000),
-          owned_by: m.owned_by
-        }))
+      return { object: "list" as const, data: models.map(modelObject) }
+    })
+    const retrieveModel = Effect.fnUntraced(function*(slug: string) {
+      const principal = yield* runtimePrincipal
+      const model = yield* catalog.visibleModel(principal.platformId, slug)
+      if (Option.isNone(model)) {
+        // The same answer as an inference call naming a model the platform may not call.
+        return yield* new NotFound({ code: "model_not_found", param: "model", message: `The model '${slug}' does not exist or is not enabled` })
       }
+      return modelObject(model.value)
     })
     const createChatCompletion = Effect.fnUntraced(function*(payload: ChatRequestBody) {
       const answer = yield* chat(yield* runtimePrincipal, payload).pipe(Effect.catchTag("RateLimitExceeded", rateLimited))
-      yield* withHeaders(answer.headers)
+      yield* timed(answer.headers)
       if ("completion" in answer) return answer.completion
       const sse = answer.chunks.pipe(
         sseEncode(chatEvent),
@@ -69,13 +85,13 @@ export const InferenceLive = HttpApiBuilder.group(GatewayApi, "inference", (hand
         const { admitted, response } = yield* responses.create(caller, payload).pipe(
           Effect.catchTag("RateLimitExceeded", rateLimited)
         )
-        yield* withHeaders(rateLimitHeaders(admitted.rateLimit))
+        yield* timed(rateLimitHeaders(admitted.rateLimit))
         return response
       }
       const { admitted, events } = yield* responses.stream(caller, payload).pipe(
         Effect.catchTag("RateLimitExceeded", rateLimited)
       )
-      yield* withHeaders(rateLimitHeaders(admitted.rateLimit))
+      yield* timed(rateLimitHeaders(admitted.rateLimit))
       const sse = events.pipe(sseEncode((e) => `event: ${e.type}\ndata: ${JSON.stringify(e)}\n\n`))
       return HttpServerResponse.stream(sse, { contentType: "text/event-stream", headers: sseHeaders })
     })
@@ -86,4 +102,9 @@ export const InferenceLive = HttpApiBuilder.group(GatewayApi, "inference", (hand
       .handle("listModels", () => listModels())
       .handle("createChatCompletion", ({ payload }) => createChatCompletion(payload))
       .handle("createResponse", ({ payload }) => createResponse(payload))
+      .handle("retrieveModel", ({ path }) => retrieveModel(path.model))
+      .handle("retrieveResponse", ({ path }) => Effect.flatMap(runtimePrincipal, (caller) => responses.retrieve(caller, path.responseId)))
+      .handle("deleteResponse", ({ path }) => Effect.flatMap(runtimePrincipal, (caller) => responses.remove(caller, path.responseId)))
+      .handle("listResponseInputItems", ({ path, urlParams }) =>
+        Effect.flatMap(runtimePrincipal, (caller) => responses.inputItems(caller, path.responseId, urlParams)))
   }))

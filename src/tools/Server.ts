@@ -1,5 +1,6 @@
-// The tool service host ({mcp_url}, MCP_PORT): OAuth authorize/callback, /apps, /connections and
-// MCP over streamable HTTP at /mcp/{app_slug}. End-user keys only; OpenAI-shaped errors.
+// The tool service host ({mcp_url}, MCP_PORT): OAuth authorize/callback, /apps, /connections,
+// MCP over streamable HTTP at /mcp/{app_slug} and its protected-resource metadata. End-user keys
+// only; OpenAI-shaped errors.
 import {
   FileSystem,
   HttpIncomingMessage,
@@ -21,6 +22,8 @@ import { recordAddress } from "../../layers/platform/Listeners.js"
 import { isDatabaseOutage } from "../../layers/lib/SqlErrors.js"
 import { mcpPublicUrl } from "../../layers/platform/Listeners.js"
 import { annotateCurrentSpan } from "../../layers/lib/CurrentSpan.js"
+import { TOOLS_SCOPE } from "../../layers/tools/ToolScope.js"
+import { bearerChallenge, protectedResourceMetadata, WELL_KNOWN_PATH } from "./ProtectedResource.js"
 
 /** MCP messages are small; the SDK's own default bound. */
 const MAX_MCP_BODY_BYTES = 4 * 1024 * 1024
@@ -36,11 +39,24 @@ const wire: Record<ListenerError["_tag"], { readonly status: number; readonly ty
   PayloadTooLarge: { status: 413, type: "invalid_request_error" }
 }
 
+/**
+ * The Bearer challenge an MCP client reads to find out how to authenticate: on every 401, and on
+ * a key without the tool scope (RFC 6750 3.1).
+ */
+const challengeOf = (e: ListenerError) => {
+  if (e._tag === "Unauthorized") return bearerChallenge(e.code === "missing_api_key" ? undefined : { error: "invalid_token", description: e.message })
+  if (e._tag === "Forbidden" && e.code === "insufficient_scope") {
+    return bearerChallenge({ error: "insufficient_scope", description: e.message, scope: TOOLS_SCOPE })
+  }
+  return Effect.succeed(undefined)
+}
+
 const errorResponse = (e: ListenerError) =>
-  HttpServerResponse.unsafeJson(
-    { error: { message: e.message, type: wire[e._tag].type, code: e.code, param: e.param ?? null } },
-    { status: wire[e._tag].status }
-  )
+  Effect.map(challengeOf(e), (challenge) =>
+    HttpServerResponse.unsafeJson(
+      { error: { message: e.message, type: wire[e._tag].type, code: e.code, param: e.param ?? null } },
+      { status: wire[e._tag].status, headers: challenge === undefined ? {} : { "www-authenticate": challenge } }
+    ))
 
 const notFound = Effect.gen(function*() {
   return yield* HttpServerResponse.json(
@@ -167,6 +183,8 @@ const handled = <R>(route: Effect.Effect<HttpServerResponse.HttpServerResponse, 
 
 export const ToolRouter = HttpRouter.empty.pipe(
   HttpRouter.get("/health", HttpServerResponse.unsafeJson({ status: "ok" })),
+  HttpRouter.get(WELL_KNOWN_PATH, handled(protectedResourceMetadata)),
+  HttpRouter.get(`${WELL_KNOWN_PATH}/*`, handled(protectedResourceMetadata)),
   HttpRouter.get("/oauth/authorize", handled(authorize)),
   HttpRouter.get("/oauth/callback", handled(callback)),
   HttpRouter.get("/apps", handled(listApps)),
