@@ -15,23 +15,26 @@ export const TracingLive = Layer.unwrapEffect(
     const serviceName = yield* Config.string("OTEL_SERVICE_NAME").pipe(Config.withDefault("model-gateway"))
     const intervalMs = yield* metricExportIntervalMs
     const base = endpoint.value.replace(/\/$/, "")
-    const [{ NodeSdk }, { OTLPMetricExporter }, { OTLPTraceExporter }, { PeriodicExportingMetricReader }, { BatchSpanProcessor }] =
+    const [{ NodeSdk }, { metricExportLayer }, { OTLPMetricExporter }, { OTLPTraceExporter }, { PeriodicExportingMetricReader }, { BatchSpanProcessor }] =
       yield* Effect.promise(() =>
         Promise.all([
           import("@effect/opentelemetry"),
+          import("./MetricExport.js"),
           import("@opentelemetry/exporter-metrics-otlp-http"),
           import("@opentelemetry/exporter-trace-otlp-http"),
           import("@opentelemetry/sdk-metrics"),
           import("@opentelemetry/sdk-trace-base")
         ])
       )
-    return NodeSdk.layer(() => ({
-      resource: { serviceName, serviceVersion: "0.1.0" },
-      spanProcessor: new BatchSpanProcessor(new OTLPTraceExporter({ url: `${base}/v1/traces` })),
-      metricReader: new PeriodicExportingMetricReader({
+    const metrics = metricExportLayer(() =>
+      new PeriodicExportingMetricReader({
         exporter: new OTLPMetricExporter({ url: `${base}/v1/metrics` }),
         exportIntervalMillis: intervalMs
       })
-    }))
+    )
+    return metrics.pipe(Layer.provideMerge(NodeSdk.layer(() => ({
+      resource: { serviceName, serviceVersion: "0.1.0" },
+      spanProcessor: new BatchSpanProcessor(new OTLPTraceExporter({ url: `${base}/v1/traces` }))
+    }))))
   })
 )

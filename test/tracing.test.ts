@@ -1,6 +1,7 @@
 // OpenTelemetry: one server span per request with HTTP attributes and the tenant ids; W3C trace
 // context continued from clients, to upstreams and to webhook receivers.
 import { NodeSdk } from "@effect/opentelemetry"
+import { SpanKind, SpanStatusCode } from "@opentelemetry/api"
 import { InMemorySpanExporter, SimpleSpanProcessor } from "@opentelemetry/sdk-trace-base"
 import { Webhook } from "standardwebhooks"
 import { afterAll, beforeAll, expect, it } from "vitest"
@@ -46,7 +47,7 @@ it("tags the request span with platform.id, end_user.id and HTTP attributes; nev
   expect(everything).not.toContain(eu.endUserKey)
 })
 
-it("traces inference: admission with one span per pre-flight check, the upstream attempt, settlement with GenAI attributes", async () => {
+it("traces inference: admission with one span per pre-flight check, then the model call's GenAI span `chat {model}` over the upstream attempt and the settlement", async () => {
   await gw.call("POST", "/v1/admin/providers", { key: gw.adminKey, body: { slug: "mock", kind: "mock", base_url: "http://mock.invalid" } })
   await gw.call("POST", "/v1/admin/models", {
     key: gw.adminKey,
@@ -71,16 +72,33 @@ it("traces inference: admission with one span per pre-flight check, the upstream
     spans.filter((s) => s.parentSpanContext?.spanId === parent.spanContext().spanId).map((s) => s.name)
   expect(childrenOf(admit)).toEqual(expect.arrayContaining(["preflight.model", "preflight.rate_limit", "preflight.suspension", "preflight.budget", "preflight.wallet"]))
   expect(admit.attributes).toMatchObject({ "gen_ai.operation.name": "chat", "gen_ai.request.model": "mock-echo", "end_user.id": eu.endUserId })
-  const attempt = byName("ProviderRouter.attempt")
-  expect(attempt.attributes).toMatchObject({ "gen_ai.provider.name": "mock", "gen_ai.request.model": "echo-1" })
-  const settle = byName("Inference.settle")
-  expect(settle.attributes).toMatchObject({
+  // The model call, named per the OpenTelemetry GenAI conventions, a client span with their attributes.
+  const call = byName("chat mock-echo")
+  expect(call.kind).toBe(SpanKind.CLIENT)
+  expect(call.attributes).toMatchObject({
+    "gen_ai.operation.name": "chat",
+    "gen_ai.request.model": "mock-echo",
+    "gen_ai.provider.name": "mock",
+    "gen_ai.system": "mock",
+    "gateway.provider": "mock",
     "gen_ai.response.model": "echo-1",
+    "gen_ai.response.id": res.body.id,
     "gen_ai.usage.input_tokens": 5,
     "gen_ai.usage.output_tokens": 4,
+    "gen_ai.response.finish_reasons": ["stop"],
+    "server.address": "mock.invalid",
+    "server.port": 80,
     "gateway.cost_usd": "0.000009",
-    "platform.id": platformId
+    "gateway.request_type": "chat.completion",
+    "platform.id": platformId,
+    "end_user.id": eu.endUserId
   })
+  expect(call.parentSpanContext?.spanId).toBe(server.spanContext().spanId)
+  expect(childrenOf(call)).toEqual(expect.arrayContaining(["ProviderRouter.attempt", "Inference.settle"]))
+  const attempt = byName("ProviderRouter.attempt")
+  expect(attempt.attributes).toMatchObject({ "gen_ai.provider.name": "mock", "gateway.provider": "mock", "gen_ai.request.model": "echo-1" })
+  // Only the model call's span is named for the conventions (tools count one span per call).
+  expect(spans.filter((s) => s.attributes["gen_ai.usage.input_tokens"] !== undefined).map((s) => s.name)).toEqual(["chat mock-echo"])
   // Every span belongs to the request's trace, under the server span.
   expect(new Set(spans.filter((s) => s.spanContext().traceId === server.spanContext().traceId).map((s) => s.name)))
     .toEqual(expect.objectContaining({ size: expect.any(Number) }))
@@ -88,7 +106,7 @@ it("traces inference: admission with one span per pre-flight check, the upstream
   expect(JSON.stringify(spans.map((s) => s.attributes))).not.toContain("secret prompt text")
 })
 
-it("continues the client's W3C trace, sends traceparent upstream and marks a stream's first token", async () => {
+it("continues the client's W3C trace, sends traceparent upstream, and gives a stream one `chat {model}` span to its end with its first token", async () => {
   const { startFakeOpenAi } = await import("./fakes/FakeOpenAi.js")
   const upstream = await startFakeOpenAi()
   try {
@@ -106,7 +124,7 @@ it("continues the client's W3C trace, sends traceparent upstream and marks a str
       body: JSON.stringify({ model: "fake-model", messages: [{ role: "user", content: "hi" }], stream: true })
     })
     await res.text()
-    await expect.poll(() => exporter.getFinishedSpans().some((s) => s.name === "Inference.settle")).toBe(true)
+    await expect.poll(() => exporter.getFinishedSpans().some((s) => s.name === "chat fake-model")).toBe(true)
     const spans = exporter.getFinishedSpans()
     const server = spans.find((s) => s.name.startsWith("http.server"))!
     expect(server.spanContext().traceId).toBe(traceId)
@@ -114,11 +132,51 @@ it("continues the client's W3C trace, sends traceparent upstream and marks a str
     expect(sent).toMatch(new RegExp(`^00-${traceId}-[0-9a-f]{16}-01$`))
     const attempt = spans.find((s) => s.name === "ProviderRouter.attempt")!
     expect(sent.split("-")[2]).toBe(attempt.spanContext().spanId)
+    // The stream's GenAI span: from routing to the stream's settlement, parent of both.
+    const call = spans.find((s) => s.name === "chat fake-model")!
+    expect(call.kind).toBe(SpanKind.CLIENT)
+    expect(call.spanContext().traceId).toBe(traceId)
+    expect(call.parentSpanContext?.spanId).toBe(server.spanContext().spanId)
+    expect(attempt.parentSpanContext?.spanId).toBe(call.spanContext().spanId)
     const settle = spans.find((s) => s.name === "Inference.settle")!
-    expect(settle.events.map((e) => e.name)).toContain("gen_ai.first_token")
-    expect(Number(settle.attributes["gen_ai.server.time_to_first_token_ms"])).toBeGreaterThanOrEqual(0)
+    expect(settle.parentSpanContext?.spanId).toBe(call.spanContext().spanId)
+    expect(call.attributes).toMatchObject({
+      "gen_ai.operation.name": "chat",
+      "gen_ai.request.model": "fake-model",
+      "gen_ai.provider.name": "openai",
+      "gateway.provider": "fake",
+      "gen_ai.response.finish_reasons": ["stop"],
+      "server.address": "127.0.0.1",
+      "server.port": Number(new URL(upstream.url).port)
+    })
+    expect(call.attributes["gen_ai.usage.output_tokens"]).toBeGreaterThan(0)
+    expect(call.events.map((e) => e.name)).toContain("gen_ai.first_token")
+    expect(Number(call.attributes["gen_ai.server.time_to_first_token_ms"])).toBeGreaterThanOrEqual(0)
   } finally {
     await upstream.close()
+  }
+})
+
+it("a call no upstream serves ends its `chat {model}` span as an error with the conventions' error.type", async () => {
+  await gw.call("POST", "/v1/admin/providers", { key: gw.adminKey, body: { slug: "down", kind: "openai", base_url: "http://127.0.0.1:1" } })
+  await gw.call("POST", "/v1/admin/models", {
+    key: gw.adminKey,
+    body: { slug: "down-model", providers: [{ provider: "down", provider_model_id: "d-1", input_usd_per_mtok: 1, output_usd_per_mtok: 1 }] }
+  })
+  const { platformId, platformKey } = await createPlatform(gw)
+  await gw.call("PUT", `/v1/platforms/${platformId}/provider-keys/down`, { key: platformKey, body: { api_key: "k" } })
+  await gw.call("POST", `/v1/admin/platforms/${platformId}/platform-wallet/topup`, { key: gw.adminKey, body: { amount_usd: 1 } })
+  const eu = await createEndUser(gw, platformId, platformKey, "traced-down")
+  exporter.reset()
+  for (const stream of [false, true]) {
+    const res = await gw.call("POST", "/v1/chat/completions", { key: eu.endUserKey, body: { model: "down-model", messages: [{ role: "user", content: "hi" }], stream } })
+    expect(res.status).toBe(502)
+  }
+  await expect.poll(() => exporter.getFinishedSpans().filter((s) => s.name === "chat down-model").length).toBe(2)
+  for (const call of exporter.getFinishedSpans().filter((s) => s.name === "chat down-model")) {
+    expect(call.status.code).toBe(SpanStatusCode.ERROR)
+    expect(call.attributes).toMatchObject({ "error.type": "upstream_error", "gen_ai.request.model": "down-model", "platform.id": platformId })
+    expect(call.attributes["gen_ai.usage.input_tokens"]).toBeUndefined()
   }
 })
 

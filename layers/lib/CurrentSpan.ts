@@ -50,6 +50,16 @@ export const annotateCurrentSpan = (attributes: Record<string, unknown>): Effect
   })
 
 /**
+ * Sets a list of strings as one attribute. Effect's Span.attribute turns an array into a single
+ * string; the OpenTelemetry span under @effect/opentelemetry's (its `span` field) keeps the list.
+ */
+export const listAttribute = (span: Tracer.Span, key: string, values: ReadonlyArray<string>): void => {
+  const otel = (span as { readonly span?: { readonly setAttribute?: (key: string, value: Array<string>) => unknown } }).span
+  if (typeof otel?.setAttribute === "function") otel.setAttribute(key, [...values])
+  else span.attribute(key, values)
+}
+
+/**
  * Effect.withSpan for the per-call path: skipped outright when tracing is off (even a no-op span
  * copies the fiber's whole context and updates its FiberRefs), and no stack capture (a new Error
  * per span). Attributes are computed only when the span is made.

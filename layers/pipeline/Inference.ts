@@ -4,7 +4,7 @@
 // then settlement (budget debit row, platform wallet debit, inference log; InferenceSettlement),
 // queued for the grouped writer in Settlements. A stream's tally is InferenceStream.
 import { PgClient } from "@effect/sql-pg"
-import { BigDecimal, Cause, Effect, type Exit, FiberRef, Option, Stream, type Tracer } from "effect"
+import { BigDecimal, Cause, Effect, Exit, FiberId, FiberRef, Option, Stream, type Tracer } from "effect"
 import { randomUUID } from "node:crypto"
 import type { BudgetRow } from "../ledger/BudgetLedger.js"
 import type { ChatChunk, ChatCompletion, ChatRequest, Usage } from "../../schemas/Chat.js"
@@ -26,9 +26,13 @@ import {
   type Admitted,
   annotateSettlement,
   budgetExpectation,
+  callSpanAttributes,
+  callSpanName,
   costOf,
   estimatedUsage,
+  genAiOperation,
   type Outcome,
+  recordFailure,
   recordMetrics,
   settlementOf,
   UNTRUSTED_USAGE,
@@ -45,7 +49,6 @@ import {
   checkSuspension,
   checkWallet,
   maxCostEstimate,
-  operationOf,
   type PreflightError,
   refusedWhateverTheSize,
   type RequestType,
@@ -268,7 +271,7 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
       self.pipe(
         Effect.tapError((e) => Effect.sync(() => rejectionsBy("code" in e ? e.code : "rate_limit_exceeded").unsafeUpdate(1, []))),
         span(name, () => ({
-          "gen_ai.operation.name": operationOf(requestType),
+          "gen_ai.operation.name": genAiOperation(requestType),
           "gen_ai.request.model": request.model,
           "platform.id": caller.platformId,
           ...(caller._tag === "EndUserKey" ? { "end_user.id": caller.endUserId } : {})
@@ -292,10 +295,38 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
       })
 
     /**
-     * Settles the call (log row, budget debit, wallet debit): on record before the answer ends
-     * (CallRecords), then queued for the grouped writer; never interrupted half-way.
+     * The model call's span (tracing on), per the OpenTelemetry GenAI conventions: named
+     * `{operation} {model}`, client kind (the gateway calls a model), from routing to settlement;
+     * the upstream attempts and the settlement are its children. Admission comes before it: a
+     * refused call is no model call.
      */
-    const settle = (call: TrackedCall, id: string, admitted: Admitted, outcome: Outcome) =>
+    const callSpanOptions = (admitted: Admitted) => ({ kind: "client" as const, captureStackTrace: false, attributes: callSpanAttributes(admitted) })
+    const openCallSpan = (admitted: Admitted) => Effect.makeSpan(callSpanName(admitted), callSpanOptions(admitted))
+    const closeCallSpan = (callSpan: Tracer.Span, exit: Exit.Exit<unknown, unknown>) =>
+      Effect.sync(() => {
+        if (callSpan.status._tag !== "Ended") callSpan.end(clock.unsafeCurrentTimeNanos(), exit)
+      })
+    /** The settled call's end on its span: an error when the upstream dropped mid-stream. */
+    const endOf = (outcome: Outcome): Exit.Exit<unknown, unknown> =>
+      outcome.status === "error" ? Exit.fail(new Error(outcome.errorMessage ?? "upstream error")) : Exit.void
+    /** A call no upstream served (502 or 504): its duration counted with its error code, on its span too. */
+    const failed = (admitted: Admitted, error: BadGateway | GatewayTimeout, callSpan: Tracer.Span | undefined) =>
+      Effect.sync(() => {
+        recordFailure(admitted, error.code, clock.unsafeCurrentTimeMillis() - admitted.startedAt)
+        callSpan?.attribute("error.type", error.code)
+      })
+    /** A non-streaming call that ends with no answer: counted when no upstream served it, then dropped. */
+    const unservedCall = (call: TrackedCall, admitted: Admitted, cause: Cause.Cause<BadGateway | GatewayTimeout>, callSpan: Tracer.Span | undefined) => {
+      const error = Cause.failureOption(cause)
+      return error._tag === "Some" ? Effect.zipRight(failed(admitted, error.value, callSpan), dropped(call, admitted)) : dropped(call, admitted)
+    }
+
+    /**
+     * Settles the call (log row, budget debit, wallet debit): on record before the answer ends
+     * (CallRecords), then queued for the grouped writer; never interrupted half-way. The GenAI
+     * attributes go on `callSpan`, the model call's span (none: the current span).
+     */
+    const settle = (call: TrackedCall, id: string, admitted: Admitted, outcome: Outcome, callSpan?: Tracer.Span) =>
       Effect.suspend(() => {
         const caller = admitted.caller
         const cost = costOf(outcome.candidate, outcome.usage)
@@ -303,7 +334,7 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
         recordMetrics(admitted, outcome, cost, now.getTime() - admitted.startedAt)
         // The span carries the settlement's attributes, and the writes join its trace. With call
         // records on, the answer ends once the settlement is on record; the writes are queued.
-        return Effect.flatMap(tracing ? annotateSettlement(admitted, outcome, cost) : noParent, (parent) => {
+        return Effect.flatMap(tracing ? annotateSettlement(admitted, outcome, cost, callSpan) : noParent, (parent) => {
           const settlement = settlementOf(id, admitted, outcome, cost, now, parent)
           const queued = Effect.zipRight(call.settled(settlement), settlements.submit(settlement))
           return caller._tag === "EndUserKey"
@@ -333,22 +364,33 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
         headers: traceparent === null ? {} : { traceparent }
       }))
 
-    const answerAndSettle = Effect.fnUntraced(function*(admitted: Admitted) {
+    /** The finish reasons of a completion's choices, for its span. */
+    const finishReasonsOf = (completion: ChatCompletion): ReadonlyArray<string> | undefined =>
+      tracing ? completion.choices.flatMap((choice) => choice.finish_reason === null ? [] : [choice.finish_reason]) : undefined
+
+    const answerAndSettle = Effect.fnUntraced(function*(admitted: Admitted, callSpan: Tracer.Span | undefined) {
       const id = randomUUID()
       const call = track(id, admitted)
       upstreamStarted(admitted.exchange)
       const { value, candidate } = yield* router.route(
         admitted.candidates,
         (c) => Effect.flatMap(callFor(admitted, c), adapters.get(c.kind).complete)
-      ).pipe(Effect.tapErrorCause(() => dropped(call, admitted)))
+      ).pipe(Effect.tapErrorCause((cause) => unservedCall(call, admitted, cause, callSpan)))
       upstreamAnswered(admitted.exchange)
+      const finishReasons = finishReasonsOf(value)
       if (usageInBounds(value.usage)) {
-        yield* settle(call, id, admitted, { candidate, usage: value.usage, method: "reported", status: "success", errorMessage: null })
+        yield* settle(call, id, admitted, { candidate, usage: value.usage, method: "reported", status: "success", errorMessage: null, finishReasons }, callSpan)
         return { ...value, id: admitted.requestId, model: admitted.request.model }
       }
       // The answer carries the usage it was billed for.
       const usage = estimatedUsage(admitted, yield* countTextTokensYielding(answerText(value)))
-      yield* settle(call, id, admitted, { candidate, usage, method: "estimated", status: "success", errorMessage: UNTRUSTED_USAGE, reportedUsage: value.usage })
+      yield* settle(
+        call,
+        id,
+        admitted,
+        { candidate, usage, method: "estimated", status: "success", errorMessage: UNTRUSTED_USAGE, reportedUsage: value.usage, finishReasons },
+        callSpan
+      )
       return { ...value, id: admitted.requestId, model: admitted.request.model, usage }
     })
 
@@ -389,7 +431,12 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
       // way: uninterruptible, so a client that leaves interrupts the request once the call is
       // settled. Not forked (hot-path rule "no context copies per call"): a fork copies every
       // FiberRef of the fiber and a join merges them back, the whole context of services included.
-      Effect.uninterruptible(answerAndSettle(admitted))
+      Effect.uninterruptible(
+        tracing
+          ? Effect.useSpan(callSpanName(admitted), callSpanOptions(admitted), (callSpan) =>
+            Effect.withParentSpan(answerAndSettle(admitted, callSpan), callSpan))
+          : answerAndSettle(admitted, undefined)
+      )
 
     /**
      * Streaming: failover happens before the first byte; afterwards an upstream drop ends the
@@ -400,8 +447,20 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
       const tally = streamTally(admitted)
       const id = randomUUID()
       const call = track(id, admitted)
+      // The model call's span lasts until the stream is settled, past this handler's end.
+      const callSpan = tracing ? yield* openCallSpan(admitted) : undefined
       /** What the stream carried so far, settled on the candidate that served it. */
-      const settleStream = (candidate: Candidate) => Effect.suspend(() => settle(call, id, admitted, tally.outcome(candidate)))
+      const settleStream = (candidate: Candidate) =>
+        Effect.suspend(() => {
+          const outcome = tally.outcome(candidate)
+          const settled = settle(call, id, admitted, outcome, callSpan)
+          return callSpan === undefined
+            ? settled
+            : Effect.zipRight(Effect.withParentSpan(settled, callSpan), closeCallSpan(callSpan, endOf(outcome)))
+        })
+      /** The call ends with no settlement: its span ends with the same exit. */
+      const unserved = (exit: Exit.Exit<unknown, unknown>) =>
+        callSpan === undefined ? dropped(call, admitted) : Effect.zipRight(dropped(call, admitted), closeCallSpan(callSpan, exit))
       // The attempt in flight: a client that leaves before the first byte, once the request
       // went upstream, is settled as one that leaves mid-stream (interrupted: its prompt, no
       // completion tokens), since the provider has the prompt either way.
@@ -414,7 +473,7 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
           if (exit._tag === "Failure" && Option.isSome(Cause.failureOption(exit.cause))) tally.noteDrop()
           return settleStream(c)
         })
-      const { value: chunks } = yield* router.route(
+      const routed = router.route(
         admitted.candidates,
         (c) =>
           Effect.flatMap(callFor(admitted, c), (attempt) => {
@@ -423,9 +482,10 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
               Effect.tapError(() => Effect.sync(() => (inFlight = undefined)))
             )
           })
-      ).pipe(
-        Effect.onInterrupt(() => inFlight === undefined ? dropped(call, admitted) : settleStream(inFlight)),
-        Effect.tapError(() => dropped(call, admitted))
+      )
+      const { value: chunks } = yield* (callSpan === undefined ? routed : Effect.withParentSpan(routed, callSpan)).pipe(
+        Effect.onInterrupt(() => inFlight === undefined ? unserved(Exit.interrupt(FiberId.none)) : settleStream(inFlight)),
+        Effect.tapError((error) => Effect.zipRight(failed(admitted, error, callSpan), unserved(Exit.fail(error))))
       )
       upstreamAnswered(admitted.exchange)
       const body = chunks.pipe(

@@ -42,7 +42,9 @@ export const streamTally = (admitted: Admitted): StreamTally => {
     dropped: false,
     done: false,
     created: 0,
-    firstTokenAt: 0
+    firstTokenAt: 0,
+    /** The last finish reason the upstream sent (null: none yet). */
+    finishReason: null as string | null
   }
   const includeUsage = admitted.request.stream_options?.include_usage === true
 
@@ -52,7 +54,10 @@ export const streamTally = (admitted: Admitted): StreamTally => {
       if (state.firstTokenAt === 0 && (choice.delta.content ?? "") !== "") state.firstTokenAt = Date.now()
       state.text += choice.delta.content ?? ""
       for (const call of choice.delta.tool_calls ?? []) state.text += call.function?.arguments ?? ""
-      if (choice.finish_reason !== null) state.done = true
+      if (choice.finish_reason !== null) {
+        state.done = true
+        state.finishReason = choice.finish_reason
+      }
     }
     // Memory per stream stays bounded: past EMITTED_TEXT_KEPT the final part of the text is counted and let go.
     if (state.text.length >= EMITTED_TEXT_KEPT) {
@@ -89,6 +94,7 @@ export const streamTally = (admitted: Admitted): StreamTally => {
         ? (state.dropped ? DROPPED : null)
         : state.dropped ? `${DROPPED}; ${UNTRUSTED_USAGE}` : UNTRUSTED_USAGE,
       timeToFirstTokenMs: state.firstTokenAt === 0 ? undefined : state.firstTokenAt - admitted.startedAt,
+      finishReasons: state.finishReason === null ? undefined : [state.finishReason],
       reportedUsage: state.reported ?? undefined
     }
   }

@@ -7,7 +7,7 @@ import { BigDecimal, Effect } from "effect"
 import { BadGateway, GatewayTimeout } from "../../schemas/Errors.js"
 import { logUpstreamFailure } from "./upstream/FailureLog.js"
 import type { ModelOperation } from "../../schemas/Catalog.js"
-import type { ProviderKind, UpstreamError } from "./upstream/Upstream.js"
+import { genAiProvider, type ProviderKind, type UpstreamError } from "./upstream/Upstream.js"
 import { callSpans, tracingEnabled } from "../lib/CurrentSpan.js"
 
 export interface Candidate {
@@ -87,7 +87,8 @@ export class ProviderRouter extends Effect.Service<ProviderRouter>()("gateway/Pr
       for (const candidate of ordered) {
         const result = yield* Effect.either(attempt(candidate).pipe(
           span("ProviderRouter.attempt", () => ({
-            "gen_ai.provider.name": candidate.providerSlug,
+            "gen_ai.provider.name": genAiProvider(candidate.kind),
+            "gateway.provider": candidate.providerSlug,
             "gen_ai.request.model": candidate.providerModelId
           }))
         ))

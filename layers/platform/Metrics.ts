@@ -1,7 +1,21 @@
 // Gateway metrics (Effect Metric, exported over OTLP with the traces when
 // OTEL_EXPORTER_OTLP_ENDPOINT is set): requests, latency, tokens, cost, pre-flight rejections by
-// code, webhook delivery outcomes, tool calls.
+// code, webhook delivery outcomes, tool calls. Model calls also follow the OpenTelemetry GenAI
+// semantic conventions (gen_ai.*: names, units, attributes and advised bucket boundaries).
 import { Metric, MetricBoundaries, MetricKey, type MetricKeyType, MetricLabel } from "effect"
+
+/**
+ * Units by metric name (UCUM, as OpenTelemetry writes them). Effect's exporter takes a unit only
+ * from a `unit` tag, which would also land on every data point; src/MetricExport.ts sets these
+ * on the exported descriptors instead. Metrics not listed export unit "1".
+ */
+export const metricUnits = new Map<string, string>()
+
+/** A histogram with explicit bucket boundaries (the last bucket, +Inf, is implied) and its unit. */
+const histogram = (name: string, boundaries: ReadonlyArray<number>, unit: string, description: string) => {
+  metricUnits.set(name, unit)
+  return MetricKey.histogram(name, MetricBoundaries.fromIterable(boundaries), description)
+}
 
 /**
  * The metric with tags `names` = the given values, made once per combination of values. Effect's
@@ -13,15 +27,34 @@ export const taggedBy = <Type extends MetricKeyType.MetricKeyType<any, any>>(
   key: MetricKey.MetricKey<Type>,
   ...names: ReadonlyArray<string>
 ) => {
-  const made = new Map<string, Metric.Metric<Type, MetricKeyType.MetricKeyType.InType<Type>, MetricKeyType.MetricKeyType.OutType<Type>>>()
-  return (...values: ReadonlyArray<string>) => {
-    const id = values.join("\u0000")
-    let metric = made.get(id)
-    if (metric === undefined) {
-      metric = Metric.fromMetricKey(MetricKey.taggedWithLabels(key, names.map((name, i) => MetricLabel.make(name, values[i] ?? ""))))
-      made.set(id, metric)
+  type Tagged = Metric.Metric<Type, MetricKeyType.MetricKeyType.InType<Type>, MetricKeyType.MetricKeyType.OutType<Type>>
+  return madeOnce((...values: ReadonlyArray<string>): Tagged =>
+    Metric.fromMetricKey(MetricKey.taggedWithLabels(key, names.map((name, i) => MetricLabel.make(name, values[i] ?? ""))))
+  )
+}
+
+/**
+ * `make`'s value for the given strings, made once per combination: a tree of maps, one level per
+ * argument, so a lookup builds no key (no string joined per call).
+ */
+export const madeOnce = <A>(make: (...values: ReadonlyArray<string>) => A) => {
+  const root = new Map<string, unknown>()
+  return (...values: ReadonlyArray<string>): A => {
+    let node = root
+    const last = values.length - 1
+    for (let i = 0; i < last; i++) {
+      let next = node.get(values[i]!) as Map<string, unknown> | undefined
+      if (next === undefined) {
+        next = new Map()
+        node.set(values[i]!, next)
+      }
+      node = next
     }
-    return metric
+    const leaf = values[last] ?? ""
+    if (node.has(leaf)) return node.get(leaf) as A
+    const made = make(...values)
+    node.set(leaf, made)
+    return made
   }
 }
 
@@ -38,14 +71,44 @@ export const inferenceDuration = MetricKey.histogram(
   "Inference call duration from admission to settlement (ms)"
 )
 
-/** Tokens billed, tagged `gen_ai.token.type` (input|output) and `gen_ai.request.model`. */
-export const tokensUsed = MetricKey.counter("gen_ai.client.token.usage", {
-  description: "Tokens of settled calls",
-  incremental: true
-})
+// The GenAI metrics of a model call. Each is tagged `gen_ai.operation.name`, `gen_ai.provider.name`,
+// `gen_ai.request.model` (the gateway's model slug), `gen_ai.response.model` (the provider's model
+// id) and `platform.id`; boundaries are the ones the conventions advise.
 
-/** USD cost of settled calls (exact in the ledger; a float here, for dashboards). */
-export const costUsd = MetricKey.counter("gateway.cost_usd", { description: "USD cost of settled calls" })
+/** Tokens per settled call, one point per `gen_ai.token.type` (input|output). */
+export const tokenUsage = histogram(
+  "gen_ai.client.token.usage",
+  [1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864],
+  "{token}",
+  "Number of input and output tokens used per model call"
+)
+
+/** Admission to settlement in seconds; a call no upstream served is tagged `error.type` (its error code). */
+export const requestDuration = histogram(
+  "gen_ai.server.request.duration",
+  [0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92],
+  "s",
+  "Model call duration, from admission to settlement"
+)
+
+/** Streams: admission to the first content chunk, in seconds. */
+export const timeToFirstToken = histogram(
+  "gen_ai.server.time_to_first_token",
+  [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0],
+  "s",
+  "Time to generate the first token of a streamed call"
+)
+
+/** Streams: seconds per output token after the first, of calls that completed. */
+export const timePerOutputToken = histogram(
+  "gen_ai.server.time_per_output_token",
+  [0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5],
+  "s",
+  "Time per output token generated after the first token of a streamed call"
+)
+
+/** USD cost of settled calls, tagged `gen_ai.request.model` and `platform.id` (exact in the ledger; a float here, for dashboards). */
+export const costUsd = MetricKey.counter("gateway.cost_usd", { description: "USD cost of settled calls", incremental: true })
 
 /** Pre-flight refusals, tagged `code` (model_not_found, rate_limit_exceeded, budget_suspended, ...). */
 export const preflightRejections = MetricKey.counter("gateway.preflight.rejections", {

@@ -7,6 +7,14 @@ import type { ChatChunk, ChatCompletion, ChatRequest, Usage } from "../../../sch
 
 export type ProviderKind = "openai" | "openai-responses" | "anthropic" | "mock"
 
+/**
+ * `gen_ai.provider.name` (OpenTelemetry GenAI conventions) by kind: the API the gateway speaks,
+ * as instrumentations name it ("openai" for any OpenAI-compatible server); the operator's
+ * provider slug is `gateway.provider` on spans.
+ */
+const GEN_AI_PROVIDER: Record<ProviderKind, string> = { openai: "openai", "openai-responses": "openai", anthropic: "anthropic", mock: "mock" }
+export const genAiProvider = (kind: ProviderKind): string => GEN_AI_PROVIDER[kind]
+
 export interface UpstreamCall {
   /** Provider base URL, e.g. https://api.openai.com/v1 (adapters append their paths). */
   readonly baseUrl: string
