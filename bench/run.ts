@@ -892,7 +892,8 @@ const render = (report: Report) => {
   const out: Array<string> = []
   out.push(`Run of ${machine.date}: ${machine.cpus} CPUs (${machine.cpuModel}), ${machine.memGb.toFixed(1)} GB RAM, Node ${machine.node}, ` +
     `${machine.postgres} (${machine.database}); ${DURATION} s per load step${PAIRED_SLICES > 1 ? ` (${2 * DURATION} s in ${PAIRED_SLICES} slices for the proxy and the gateway at ${PAIRED_CONNECTIONS.join(" and ")} connections)` : ""}, ${WARMUP} s warm-up per target and mode, ` +
-    `${TTFB_REQUESTS} sequential requests for TTFB. Driver, mock upstream, proxies, gateway and Postgres all share this machine.`)
+    `${TTFB_REQUESTS} sequential requests for TTFB. ${process.env.REDIS_URL ? "Redis (REDIS_URL): rate limits and call records. " : "No Redis: call records off. "}` +
+    `Driver, mock upstream, proxies, gateway and Postgres all share this machine.`)
   out.push("")
 
   // Targets first: the verdicts, then the shares of the node:http-only proxy (not targets).

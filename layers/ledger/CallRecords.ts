@@ -94,6 +94,8 @@ export class CallRecords extends Effect.Service<CallRecords>()("gateway/CallReco
      */
     let failing = false
     let closing = false
+    /** A failed write was logged and no write has succeeded since. */
+    let reported = false
     const stopWaiting = () => {
       if (failing) return
       failing = true
@@ -134,11 +136,17 @@ export class CallRecords extends Effect.Service<CallRecords>()("gateway/CallReco
         Effect.tapError((e) =>
           Effect.suspend(() => {
             stopWaiting()
-            return isOutage(e) ? Effect.void : Effect.logError("call records: write failed", e)
+            // Once per streak of failures (an outage retries every few seconds); a Postgres outage
+            // is the settlement writer's to report.
+            if (reported || isOutage(e)) return Effect.void
+            reported = true
+            return Effect.logWarning(`call records: write failed; answers go without waiting for their records until a write succeeds: ${e instanceof Error ? e.message : String(e)}`)
           })
         ),
         Effect.retry(RETRY)
       )
+      if (reported) yield* Effect.logInfo("call records: writes succeed again")
+      reported = false
       clearTimeout(slow)
       failing = closing
       writtenThrough = seq

@@ -1,5 +1,5 @@
 // The settlement writer's settings: its wait at low load, when it counts as stuck, whether calls
-// are on record in Postgres (CallRecords), and whether its commits wait for the WAL flush.
+// are on record and where (CallRecords), and whether its commits wait for the WAL flush.
 import { Config, Option, Redacted } from "effect"
 import { durationMsConfig } from "../lib/ConfigValues.js"
 
@@ -11,24 +11,27 @@ export const settlementLingerMs = durationMsConfig("GATEWAY_SETTLEMENT_LINGER", 
  * settlements are journaled.
  */
 export const settlementWaitMs = durationMsConfig("GATEWAY_SETTLEMENT_WAIT", 5_000, 1)
-/**
- * GATEWAY_CALL_RECORDS: calls are put on record in Postgres (CallRecords), so any instance settles
- * the calls of a dead one, and the journal is written only while the database cannot take
- * records. Off (the default): every queued settlement is journaled on this instance's disk.
- */
-export const callRecordsEnabled = Config.boolean("GATEWAY_CALL_RECORDS").pipe(Config.withDefault(false))
+
+/** REDIS_URL is set: the instances share a Redis, as a fleet does (rate limits). */
+const redisConfigured = Config.option(Config.redacted("REDIS_URL")).pipe(
+  Config.map((url) => Option.exists(url, (u) => Redacted.value(u).trim() !== ""))
+)
 
 /**
  * GATEWAY_CALL_RECORD_STORE: where call records live (layers/ledger/CallRecordStores.ts): `redis`
  * (the default when REDIS_URL is set) or `postgres`.
  */
 export const callRecordStore = Config.literal("redis", "postgres")("GATEWAY_CALL_RECORD_STORE").pipe(
-  Config.orElse(() =>
-    Config.option(Config.redacted("REDIS_URL")).pipe(
-      Config.map((url) => Option.exists(url, (u) => Redacted.value(u).trim() !== "") ? "redis" as const : "postgres" as const)
-    )
-  )
+  Config.orElse(() => redisConfigured.pipe(Config.map((redis) => redis ? "redis" as const : "postgres" as const)))
 )
+
+/**
+ * GATEWAY_CALL_RECORDS: calls are put on record (CallRecords), so any instance settles the calls
+ * of a dead one, and the journal is written only while the records cannot be written. Default: on
+ * when REDIS_URL is set (a fleet; the records then live in Redis), off without it (one instance,
+ * whose queued settlements are journaled on its disk).
+ */
+export const callRecordsEnabled = Config.boolean("GATEWAY_CALL_RECORDS").pipe(Config.orElse(() => redisConfigured))
 
 /** Whether settlements delete call records in their own commit (records on, in Postgres). */
 export const callRecordsInPostgres = Config.all([callRecordsEnabled, callRecordStore]).pipe(
