@@ -181,7 +181,7 @@ describe("the catalog flag", () => {
 
     const notBoolean = await gw.call("POST", "/v1/admin/models", { key: gw.adminKey, body: { slug: "flagged", agent: "yes", providers } })
     expect(notBoolean.status).toBe(422)
-    expect(JSON.stringify(notBoolean.body.error)).toContain("agent")
+    expect(notBoolean.body.error.param).toBe("agent")
     const embedder = await gw.call("POST", "/v1/admin/models", {
       key: gw.adminKey,
       body: { slug: "agent-embed", agent: true, serves: ["embeddings"], providers }
