@@ -19,6 +19,7 @@ import callRecords from "./0019_call_records.js"
 import budgetReservations from "./0020_budget_reservations.js"
 import responseIncompleteReason from "./0022_response_incomplete_reason.js"
 import modelServes from "./0023_model_serves.js"
+import modelAgent from "./0024_model_agent.js"
 
 export const migrations = Migrator.fromRecord({
   "0001_foundation": foundation,
@@ -39,5 +40,6 @@ export const migrations = Migrator.fromRecord({
   "0019_call_records": callRecords,
   "0020_budget_reservations": budgetReservations,
   "0022_response_incomplete_reason": responseIncompleteReason,
-  "0023_model_serves": modelServes
+  "0023_model_serves": modelServes,
+  "0024_model_agent": modelAgent
 })

@@ -43,6 +43,8 @@ export const ModelInput = Schema.Struct({
     Schema.NonEmptyArray(ModelOperation).pipe(Schema.filter((ops) => new Set(ops).size === ops.length, { message: () => "an operation is listed twice" })),
     { default: () => ["chat"] }
   ),
+  /** An agent model: its Responses API calls run the hybrid tool loop with the caller's per-user tools. */
+  agent: Schema.optionalWith(Schema.Boolean, { default: () => false }),
   providers: Schema.Array(ModelProviderInput)
 }).annotations(strict)
 export type ModelInput = typeof ModelInput.Type
@@ -51,6 +53,7 @@ export const ModelConfig = Schema.Struct({
   id: Schema.String,
   slug: Schema.String,
   serves: Schema.Array(ModelOperation),
+  agent: Schema.Boolean,
   providers: Schema.Array(Schema.Struct({
     provider: Schema.String,
     provider_model_id: Schema.String,

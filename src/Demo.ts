@@ -24,6 +24,7 @@ export { demoEnabled } from "../layers/lib/DemoMode.js"
 const mockModel = (slug: string, providerModelId: string, serves: ModelInput["serves"] = ["chat"]) => ({
   slug,
   serves,
+  agent: false,
   providers: [{
     provider: "mock",
     provider_model_id: providerModelId,

@@ -27,6 +27,7 @@ export interface AdmissionSnapshot {
 interface CandidateJson {
   readonly model_id: string
   readonly serves: ReadonlyArray<ModelOperation>
+  readonly agent: boolean
   readonly provider_id: string
   readonly provider_slug: string
   readonly kind: ProviderKind
@@ -80,7 +81,7 @@ export const loadAdmissionSnapshot = (
       o.end_user_id IS NOT NULL AS has_override, o.rpm_limit, o.tpm_limit, o.rpd_limit,
       ${openHoldsSql(sql, sql`b.id`)}::text AS held,
       (SELECT coalesce(json_agg(json_build_object(
-          'model_id', m.id, 'serves', m.serves, 'provider_id', pr.id, 'provider_slug', pr.slug, 'kind', pr.kind, 'base_url', pr.base_url,
+          'model_id', m.id, 'serves', m.serves, 'agent', m.agent, 'provider_id', pr.id, 'provider_slug', pr.slug, 'kind', pr.kind, 'base_url', pr.base_url,
           'provider_model_id', mp.provider_model_id, 'priority', mp.priority, 'weight', mp.weight,
           'key_encrypted', k.key_encrypted, 'input', mp.input_usd_per_mtok::text, 'output', mp.output_usd_per_mtok::text)), '[]'::json)
         FROM models m
@@ -128,6 +129,7 @@ export const loadAdmissionSnapshot = (
         candidates: row.candidates.map((c): Candidate => ({
           modelId: c.model_id,
           serves: c.serves,
+          agent: c.agent,
           providerId: c.provider_id,
           providerSlug: c.provider_slug,
           kind: c.kind,

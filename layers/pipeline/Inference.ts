@@ -75,7 +75,12 @@ const rejectionsBy = taggedBy(preflightRejections, "code")
 const RESERVATION_GRACE_MS = 10 * 60_000
 
 /** The prefix of a call's request id, by the id OpenAI gives such an answer (embeddings have none of their own). */
-const REQUEST_ID_PREFIX: Readonly<Record<RequestType, string>> = { "chat.completion": "chatcmpl-", response: "resp_", embedding: "emb-" }
+const REQUEST_ID_PREFIX: Readonly<Record<RequestType, string>> = {
+  "chat.completion": "chatcmpl-",
+  response: "resp_",
+  agent: "resp_",
+  embedding: "emb-"
+}
 
 /** The log row's message for a call its instance never settled (CallRecords). */
 const INSTANCE_STOPPED = "the instance serving the call stopped before it ended; billed for its prompt"
@@ -178,6 +183,14 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
       }
       return snapshot
     }
+
+    /**
+     * Whether the model is an agent model (false when the platform may not call it: admission
+     * refuses it then). Read from the admission snapshot, so the admission that follows finds it
+     * cached.
+     */
+    const isAgentModel = (caller: Caller, model: string): Effect.Effect<boolean> =>
+      Effect.map(readSnapshot(caller, model), (snapshot) => snapshot.candidates[0]?.agent === true)
 
     /**
      * The five checks, in the spec's order, on one snapshot read in a single round trip;
@@ -504,6 +517,6 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
       return { chunks: body, dropped: tally.dropped }
     })
 
-    return { admit, admitTurn, complete, stream, serve, settle } as const
+    return { isAgentModel, admit, admitTurn, complete, stream, serve, settle } as const
   })
 }) {}

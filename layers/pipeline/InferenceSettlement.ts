@@ -44,7 +44,7 @@ export const UNTRUSTED_USAGE = "reported usage out of bounds; billed on the gate
 /** Everything settlement needs, fixed at admission. */
 export interface Admitted {
   readonly requestId: string
-  /** The log row's request_type: `chat.completion`, `response` or `embedding`. */
+  /** The log row's request_type: `chat.completion`, `response`, `agent` or `embedding`. */
   readonly requestType: RequestType
   readonly caller: Caller
   readonly request: ChatRequest
@@ -102,7 +102,7 @@ export const estimatedUsage = (admitted: Admitted, completion: number): Usage =>
  * `gen_ai.operation.name` by request type: the conventions' operation names, in which a
  * Responses API call is a `chat` too (`gateway.request_type` on the span tells them apart).
  */
-const GEN_AI_OPERATION: Record<RequestType, string> = { "chat.completion": "chat", response: "chat", embedding: "embeddings" }
+const GEN_AI_OPERATION: Record<RequestType, string> = { "chat.completion": "chat", response: "chat", agent: "chat", embedding: "embeddings" }
 export const genAiOperation = (requestType: RequestType): string => GEN_AI_OPERATION[requestType]
 
 /** The model call's span name, per the GenAI conventions: `{gen_ai.operation.name} {gen_ai.request.model}`. */

@@ -20,11 +20,12 @@ import type { RateLimiter, RateLimitExceeded, RateLimits, RateLimitState } from 
 import { refusedPart } from "./upstream/Support.js"
 
 export type Caller = PlatformPrincipal | EndUserPrincipal
-export type RequestType = "chat.completion" | "response" | "embedding"
+/** A model call's kind, its log row's request_type: `agent` is a Responses API call of an agent model. */
+export type RequestType = "chat.completion" | "response" | "agent" | "embedding"
 
 /** The GenAI operation of a request type (span and metric label). */
 export const operationOf = (requestType: RequestType): "chat" | "responses" | "embeddings" =>
-  requestType === "response" ? "responses" : requestType === "embedding" ? "embeddings" : "chat"
+  requestType === "response" || requestType === "agent" ? "responses" : requestType === "embedding" ? "embeddings" : "chat"
 
 export type WalletSettings = NonNullable<PlatformSettings["end_user_wallet"]>
 export type PreflightError = Forbidden | NotFound | ValidationError | RateLimitExceeded | PaymentRequired

@@ -14,6 +14,8 @@ export interface Candidate {
   readonly modelId: string
   /** What the model serves (the same on each of its candidates). */
   readonly serves: ReadonlyArray<ModelOperation>
+  /** Whether the model is an agent model (the same on each of its candidates). */
+  readonly agent: boolean
   readonly providerId: string
   readonly providerSlug: string
   readonly kind: ProviderKind

@@ -1,5 +1,6 @@
 // The hybrid MCP tool loop: the request's `type: mcp` items resolved to tool-app tools offered to
-// the model, and the loop that runs the model's calls of them inline, turn after turn.
+// the model (and, on an agent model, the caller's per-user tools), and the loop that runs the
+// model's calls of them inline, turn after turn.
 import { Effect, Either } from "effect"
 import type { ChatCompletion, ChatMessage, FunctionTool, ToolCall, Usage } from "../../schemas/Chat.js"
 import { Forbidden, type PaymentRequired, ValidationError } from "../../schemas/Errors.js"
@@ -114,6 +115,34 @@ export const makeHostedTools = (deps: {
     return { byName, chatTools, servers }
   })
 
+  /**
+   * An agent model's tools: what the caller's per-user tool URL offers (skills, capability
+   * tools), added as if the request carried its `gateway` item. A platform key has no end user,
+   * so no per-user tools; a key that may not use the tool service is offered none. The request keeps what
+   * it names itself: its own `gateway` item (with its allowed_tools) stands, and a function tool
+   * of the same name wins over a per-user tool.
+   */
+  const withAgentTools = Effect.fnUntraced(function*(caller: Caller, hosted: HostedTools, functionNames: ReadonlySet<string>) {
+    if (caller._tag !== "EndUserKey" || hosted.servers.some((s) => s.label === PERSONAL_LABEL)) return hosted
+    const listing = yield* toolHost.listTools(caller, PERSONAL).pipe(
+      Effect.catchTags({ Forbidden: () => Effect.succeed([]), NotFound: () => Effect.succeed([]) })
+    )
+    const offered = listing.filter((t) => !hosted.byName.has(t.name) && !functionNames.has(t.name))
+    if (offered.length === 0) return hosted
+    const byName = new Map(hosted.byName)
+    const target: HostedTarget = { slug: PERSONAL, label: PERSONAL_LABEL, principal: caller }
+    for (const t of offered) byName.set(t.name, target)
+    const result: HostedTools = {
+      byName,
+      chatTools: [
+        ...hosted.chatTools,
+        ...offered.map((t): FunctionTool => ({ type: "function", function: { name: t.name, description: t.description, parameters: { ...t.inputSchema } } }))
+      ],
+      servers: [...hosted.servers, { label: PERSONAL_LABEL, tools: offered }]
+    }
+    return result
+  })
+
   /** Runs one hosted call (metered by ToolHost); app errors and refused paid calls become a failed mcp_call item. */
   const runHostedCall = Effect.fnUntraced(function*(target: HostedTarget, call: ToolCall) {
     let args: unknown
@@ -144,7 +173,8 @@ export const makeHostedTools = (deps: {
 
   /**
    * The hybrid loop: call the model; when it asks only for tool-app tools, run them inline and
-   * call it again (at most MAX_ITERATIONS turns, each settled and logged as `response`); any
+   * call it again (at most MAX_ITERATIONS turns, each settled and logged as `response`, or
+   * `agent` on an agent model); any
    * function tool ends the loop at once so the client can run it. Without hosted tools this
    * is a single call. Every turn after the first passes checks 2 to 5 again (Inference.admitTurn):
    * a refused turn ends the response as incomplete with the refusal's code as the reason, the
@@ -190,5 +220,5 @@ export const makeHostedTools = (deps: {
     return incomplete("max_tool_iterations")
   })
 
-  return { resolveHosted, runLoop } as const
+  return { resolveHosted, withAgentTools, runLoop } as const
 }

@@ -117,6 +117,10 @@ export const toOutput = (content: string | null, toolCalls: ReadonlyArray<ToolCa
 export const toUsage = (usage: Usage | null) =>
   usage === null ? null : { input_tokens: usage.prompt_tokens, output_tokens: usage.completion_tokens, total_tokens: usage.total_tokens }
 
+/** The names of the request's function tools (the client runs them). */
+export const functionToolNames = (body: ResponsesRequest): ReadonlySet<string> =>
+  new Set((body.tools ?? []).flatMap((t) => t.type === "function" ? [t.name] : []))
+
 /** The chat request a Responses body asks for: its function tools and the hosted ones offered with them. */
 export const toChatRequest = (
   body: ResponsesRequest,
@@ -129,6 +133,22 @@ export const toChatRequest = (
     : "name" in body.tool_choice ? { type: "function" as const, function: { name: body.tool_choice.name } }
     : body.tool_choice
   const responseFormat = responseFormatOf(body)
+  // The request's function tools, then the hosted ones (an agent model's too, sent or not).
+  const tools: Array<FunctionTool> = [
+    ...(body.tools ?? []).flatMap((t) =>
+      t.type === "function"
+        ? [{
+          type: "function" as const,
+          function: {
+            name: t.name,
+            ...(t.description != null ? { description: t.description } : {}),
+            ...(t.parameters != null ? { parameters: t.parameters } : {})
+          }
+        }]
+        : []
+    ),
+    ...hostedChatTools
+  ]
   const chat: ChatRequest = {
     model: body.model,
     messages: messages as [ChatMessage, ...Array<ChatMessage>],
@@ -140,25 +160,7 @@ export const toChatRequest = (
     ...(body.max_output_tokens !== undefined ? { max_tokens: body.max_output_tokens } : {}),
     ...(responseFormat !== undefined ? { response_format: responseFormat } : {}),
     ...(toolChoice !== undefined ? { tool_choice: toolChoice } : {}),
-    ...((body.tools ?? []).length > 0
-      ? {
-        tools: [
-          ...(body.tools ?? []).flatMap((t) =>
-            t.type === "function"
-              ? [{
-                type: "function" as const,
-                function: {
-                  name: t.name,
-                  ...(t.description != null ? { description: t.description } : {}),
-                  ...(t.parameters != null ? { parameters: t.parameters } : {})
-                }
-              }]
-              : []
-          ),
-          ...hostedChatTools
-        ]
-      }
-      : {})
+    ...(tools.length > 0 ? { tools } : {})
   }
   return chat
 }

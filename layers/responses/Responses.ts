@@ -1,6 +1,7 @@
 // Responses: the Responses API on top of the shared inference pipeline (same five checks, same
-// settlement, log rows of type `response`). Input items and stored chains become chat messages;
-// the answer becomes output items; hosted tool-app tools run inline (the hybrid loop); every
+// settlement, log rows of type `response`, or `agent` for an agent model). Input items and stored
+// chains become chat messages; the answer becomes output items; hosted tool-app tools, and an
+// agent model's per-user tools, run inline (the hybrid loop); every
 // response is stored per end user. The item translation is in Items.ts, the stored chain in
 // Chain.ts, reading back and deleting in Stored.ts, the hybrid loop in Hosted.ts, the stream's
 // events in Events.ts.
@@ -18,7 +19,7 @@ import { makeResponseStore } from "./Chain.js"
 import { chunkEvents, eventSequence, hostedEvents, type ResponseEvent } from "./Events.js"
 import { makeHostedTools } from "./Hosted.js"
 import { makeStoredResponses } from "./Stored.js"
-import { inputParamOf, responseObject, toChatRequest, toMessages } from "./Items.js"
+import { functionToolNames, inputParamOf, responseObject, toChatRequest, toMessages } from "./Items.js"
 
 export type { ResponseEvent } from "./Events.js"
 export { toMessages } from "./Items.js"
@@ -46,13 +47,13 @@ export class Responses extends Effect.Service<Responses>()("gateway/Responses", 
     const keyAuth = yield* KeyAuth
     const listeners = yield* Listeners
     const toolServiceUrl = Effect.provideService(mcpPublicUrl, Listeners, listeners)
-    const { resolveHosted, runLoop } = makeHostedTools({ inference, toolHost, keyAuth, toolServiceUrl })
+    const { resolveHosted, withAgentTools, runLoop } = makeHostedTools({ inference, toolHost, keyAuth, toolServiceUrl })
     const { loadChain, storeSettled } = makeResponseStore(sql)
     const { retrieve, inputItems, remove } = makeStoredResponses(sql)
 
     /** Validation, context loading and admission (the five checks) shared by both modes. */
     const prepare = Effect.fnUntraced(function*(caller: Caller, body: ResponsesRequest) {
-      const hosted = yield* resolveHosted(caller, body.tools ?? [])
+      const requested = yield* resolveHosted(caller, body.tools ?? [])
       const input: ReadonlyArray<InputItem> = typeof body.input === "string" ? [{ role: "user", content: body.input }] : body.input
       const chain = body.previous_response_id == null ? [] : yield* loadChain(caller, body.previous_response_id)
       const history = chain.flatMap((r) => [...r.input_items, ...r.output_items])
@@ -63,8 +64,11 @@ export class Responses extends Effect.Service<Responses>()("gateway/Responses", 
       if (messages.length === 0) {
         return yield* new ValidationError({ code: "validation_error", param: "input", message: "input is empty" })
       }
+      // An agent model runs the loop with the caller's per-user tools too, its calls logged as `agent`.
+      const agent = yield* inference.isAgentModel(caller, body.model)
+      const hosted = agent ? yield* withAgentTools(caller, requested, functionToolNames(body)) : requested
       const chat = toChatRequest(body, messages, hosted.chatTools)
-      const admitted = yield* inference.admit(caller, chat, "response").pipe(
+      const admitted = yield* inference.admit(caller, chat, agent ? "agent" : "response").pipe(
         Effect.catchTag("ValidationError", (e) => Effect.fail(inResponsesTerms(e, body)))
       )
       const threadId = body.thread_id ?? chain.at(-1)?.thread_id ?? null

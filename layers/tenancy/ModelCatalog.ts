@@ -21,6 +21,7 @@ interface ConfigRow {
   readonly model_id: string
   readonly model_slug: string
   readonly model_serves: ReadonlyArray<ModelOperation>
+  readonly model_agent: boolean
   readonly model_created_at: Date
   readonly provider: string | null
   readonly provider_model_id: string | null
@@ -40,11 +41,25 @@ export const GatewayConfigFile = Schema.Struct({
 const toModelConfigs = (rows: ReadonlyArray<ConfigRow>): Array<ModelConfig> => {
   const bySlug = new Map<
     string,
-    { id: string; slug: string; serves: ReadonlyArray<ModelOperation>; created_at: Date; providers: Array<ModelConfig["providers"][number]> }
+    {
+      id: string
+      slug: string
+      serves: ReadonlyArray<ModelOperation>
+      agent: boolean
+      created_at: Date
+      providers: Array<ModelConfig["providers"][number]>
+    }
   >()
   for (const row of rows) {
     const model = bySlug.get(row.model_slug) ??
-      { id: row.model_id, slug: row.model_slug, serves: row.model_serves, created_at: row.model_created_at, providers: [] }
+      {
+        id: row.model_id,
+        slug: row.model_slug,
+        serves: row.model_serves,
+        agent: row.model_agent,
+        created_at: row.model_created_at,
+        providers: []
+      }
     bySlug.set(row.model_slug, model)
     if (row.provider !== null) {
       model.providers.push({
@@ -74,7 +89,8 @@ export class ModelCatalog extends Effect.Service<ModelCatalog>()("gateway/ModelC
     const listProviders = sql<ProviderRow>`SELECT * FROM providers ORDER BY slug`.pipe(Effect.orDie)
 
     const modelConfigs = (slug: string | undefined) =>
-      sql<ConfigRow>`SELECT m.id AS model_id, m.slug AS model_slug, m.serves AS model_serves, m.created_at AS model_created_at,
+      sql<ConfigRow>`SELECT m.id AS model_id, m.slug AS model_slug, m.serves AS model_serves, m.agent AS model_agent,
+          m.created_at AS model_created_at,
           p.slug AS provider, mp.provider_model_id, mp.priority, mp.weight, mp.enabled,
           mp.input_usd_per_mtok::text, mp.output_usd_per_mtok::text
         FROM models m LEFT JOIN model_providers mp ON mp.model_id = m.id LEFT JOIN providers p ON p.id = mp.provider_id
@@ -105,8 +121,13 @@ export class ModelCatalog extends Effect.Service<ModelCatalog>()("gateway/ModelC
             message: `Provider ${cannotEmbed.slug} (kind ${cannotEmbed.kind}) cannot serve embeddings; kinds that can: ${EMBEDDING_KINDS.join(", ")}`
           })
         }
-        const [model] = yield* sql<{ id: string }>`INSERT INTO models (slug, serves) VALUES (${input.slug}, ${`{${input.serves.join(",")}}`}::text[])
-          ON CONFLICT (slug) DO UPDATE SET serves = excluded.serves RETURNING id`
+        // The agent loop is a Responses API loop: a model that serves no chat could never run it.
+        if (input.agent && !input.serves.includes("chat")) {
+          return yield* new ValidationError({ code: "validation_error", param: "agent", message: "An agent model must serve chat" })
+        }
+        const [model] = yield* sql<{ id: string }>`INSERT INTO models (slug, serves, agent)
+          VALUES (${input.slug}, ${`{${input.serves.join(",")}}`}::text[], ${input.agent})
+          ON CONFLICT (slug) DO UPDATE SET serves = excluded.serves, agent = excluded.agent RETURNING id`
         yield* sql`DELETE FROM model_providers WHERE model_id = ${model!.id}`
         for (const p of input.providers) {
           yield* sql`INSERT INTO model_providers (model_id, provider_id, provider_model_id, priority, weight, enabled,

@@ -35,6 +35,7 @@ const noScope: EndUserPrincipal = { ...endUser, scopes: [] }
 const candidate = (over: Partial<Candidate> = {}): Candidate => ({
   modelId: "model-1",
   serves: ["chat"],
+  agent: false,
   providerId: "provider-1",
   providerSlug: "stub",
   kind: "openai",
