@@ -497,6 +497,24 @@ describe("holds", () => {
     expect(within).toBe(true)
   })
 
+  it("parallel runs of a platform's end users never hold more than its wallet: 1.00 / 0.30 -> 3 run, 7 refused", async () => {
+    const t = await tenant({ wallet: 1 })
+    const others = await Promise.all(Array.from({ length: 9 }, async (_, i) => {
+      const eu = await createEndUser(gw, t.platformId, t.platformKey, `user-${i}`)
+      const b = await gw.call("POST", `/v1/platforms/${t.platformId}/end-users/${eu.endUserId}/budget`, { key: t.platformKey, body: { max_usd: 5 } })
+      if (b.status !== 201) throw new Error(`budget: ${b.status} ${JSON.stringify(b.body)}`)
+      return { ...t, ...eu }
+    }))
+    const results = await Promise.all([t, ...others].map((user) => run(user, { capability: uid.parallel, input: {} })))
+    const ok = results.filter((r) => r.status === 200)
+    const refused = results.filter((r) => r.status === 402)
+    expect(ok.length).toBe(3)
+    expect(refused.length).toBe(7)
+    for (const r of refused) expect(r.body.error.code).toBe("wallet_insufficient")
+    const wallet = (await gw.db.pool.query("SELECT trim_scale(balance_usd)::text AS balance FROM platform_wallets WHERE platform_id = $1", [t.platformId])).rows[0].balance
+    expect(wallet).toBe("0.4")
+  })
+
   it("an open hold counts against the budget; recovery releases one left by a crash", async () => {
     const t = await tenant({ budget: { max_usd: 1 } })
     const budgetId = (await gw.db.pool.query("SELECT id FROM budgets WHERE end_user_id = $1", [t.endUserId])).rows[0].id

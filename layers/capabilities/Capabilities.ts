@@ -211,8 +211,9 @@ export class Capabilities extends Effect.Service<Capabilities>()("gateway/Capabi
 
     /**
      * The hold, in its own committed transaction: lock the budget, re-check it with the open holds
-     * subtracted, insert the open run. Concurrent runs of one user serialise on the budget row, so
-     * the holds together never exceed what remains.
+     * subtracted, lock the wallet and re-check it likewise, insert the open run. Concurrent runs
+     * serialise on the budget row (one user) and the wallet row (one platform), so the holds
+     * together never exceed what remains of either.
      */
     const reserve = (caller: EndUserPrincipal, provider: JoinedRow, hold: BigDecimal.BigDecimal) =>
       Effect.gen(function*() {
@@ -236,7 +237,11 @@ export class Capabilities extends Effect.Service<Capabilities>()("gateway/Capabi
             message: `The budget cannot hold ${BigDecimal.format(hold)} USD (available after open holds: ${BigDecimal.format(available)} USD)`
           })
         }
-        const balance = (yield* wallet.get(caller.platformId)).balance_usd
+        // Locked after the budget (settlement's order), then summed: runs of the platform's other
+        // end users serialise here, so their holds together never exceed the wallet either.
+        const [walletRow] = yield* sql<{ readonly balance: string }>`SELECT balance_usd::text AS balance
+          FROM platform_wallets WHERE platform_id = ${caller.platformId} FOR UPDATE`
+        const balance = walletRow === undefined ? ZERO : dec(walletRow.balance)
         const walletHeld = yield* platformOpenHoldsUsd(caller.platformId).pipe(Effect.provideService(PgClient.PgClient, sql))
         if (BigDecimal.lessThan(BigDecimal.subtract(balance, walletHeld), hold)) {
           return yield* new PaymentRequired({
