@@ -119,12 +119,14 @@ const recordCount = async (store: Store): Promise<number> => {
 
 const ledger = async (store: Store) => {
   const q = async (text: string) => (await db.pool.query(text, [platformId])).rows
-  const [logs, debits, wallet, budget, records] = await Promise.all([
+  // The records first: a record goes only after its settlement commits, so the money read after
+  // them holds every settlement of a record already gone.
+  const records = await recordCount(store)
+  const [logs, debits, wallet, budget] = await Promise.all([
     q("SELECT id::text, status, prompt_tokens, completion_tokens, estimated_cost_usd::text AS cost, metadata->>'request_id' AS request_id FROM inference_logs WHERE platform_id = $1"),
     q("SELECT metadata->>'log_id' AS log_id, amount_usd::text AS amount FROM budget_transactions WHERE platform_id = $1 AND type = 'debit'"),
     q("SELECT metadata->>'log_id' AS log_id, amount_usd::text AS amount FROM platform_wallet_transactions WHERE platform_id = $1 AND type = 'debit'"),
-    q("SELECT used_usd::text AS used FROM budgets WHERE platform_id = $1"),
-    recordCount(store)
+    q("SELECT used_usd::text AS used FROM budgets WHERE platform_id = $1")
   ])
   return { logs, debits, wallet, used: budget[0]!.used as string, records }
 }

@@ -62,7 +62,6 @@ export const redisRecordStore = (redis: Redis, databaseId: string, instanceId: s
   const instances = `${prefix}instances`
   const hashOf = (instance: string) => `${prefix}${instance}`
   const own = hashOf(instanceId)
-  let registered = false
   const run = (pipeline: ReturnType<Redis["pipeline"]>) =>
     Effect.flatMap(Effect.tryPromise(() => pipeline.exec()), (results) => {
       const failed = results?.find(([error]) => error !== null)
@@ -72,12 +71,11 @@ export const redisRecordStore = (redis: Redis, databaseId: string, instanceId: s
     write: (inserts, deletes) =>
       Effect.suspend(() => {
         const pipeline = redis.pipeline()
-        if (!registered && inserts.length > 0) pipeline.sadd(instances, instanceId)
-        if (inserts.length > 0) pipeline.hset(own, ...inserts.flatMap((s) => [s.id, settlementJson(s)]))
+        // Named with every insert: a sweeper that took this instance for dead (a lost lock
+        // connection) removed it from the set with its records.
+        if (inserts.length > 0) pipeline.sadd(instances, instanceId).hset(own, ...inserts.flatMap((s) => [s.id, settlementJson(s)]))
         if (deletes.length > 0) pipeline.hdel(own, ...deletes)
-        return Effect.tap(run(pipeline), () => {
-          if (inserts.length > 0) registered = true
-        })
+        return run(pipeline)
       }),
     others: Effect.map(Effect.tryPromise(() => redis.smembers(instances)), (all) => all.filter((i) => i !== instanceId)),
     recordsOf: (instance) => Effect.tryPromise(() => redis.hvals(hashOf(instance))),
