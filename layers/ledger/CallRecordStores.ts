@@ -17,6 +17,8 @@ export interface RecordStore {
   readonly recordsOf: (instance: string) => Effect.Effect<ReadonlyArray<string>, unknown>
   /** Deletes every record of an instance (it is dead and its records are settled). */
   readonly dropAll: (instance: string) => Effect.Effect<void, unknown>
+  /** A clean stop: with none of its records left, the instance is no longer one to sweep. */
+  readonly leave: Effect.Effect<void, unknown>
   /**
    * Postgres: the statement that applies settlements deletes their records in its transaction.
    * Redis: CallRecords deletes them once the writer reports their commit.
@@ -48,6 +50,7 @@ export const postgresRecordStore = (sql: PgClient.PgClient, instanceId: string, 
       (rows) => rows.map((row) => row.settlement)
     ),
   dropAll: (instance) => Effect.asVoid(sql`DELETE FROM call_records WHERE instance_id = ${instance}`),
+  leave: Effect.void, // its rows name it; none left, nothing names it
   deletedBySettlement: true
 })
 
@@ -80,6 +83,8 @@ export const redisRecordStore = (redis: Redis, databaseId: string, instanceId: s
     others: Effect.map(Effect.tryPromise(() => redis.smembers(instances)), (all) => all.filter((i) => i !== instanceId)),
     recordsOf: (instance) => Effect.tryPromise(() => redis.hvals(hashOf(instance))),
     dropAll: (instance) => run(redis.pipeline().del(hashOf(instance)).srem(instances, instance)),
+    // Records still held (settlements not committed by the deadline) keep it in the set, for a sweeper.
+    leave: Effect.flatMap(Effect.tryPromise(() => redis.hlen(own)), (held) => held === 0 ? Effect.asVoid(Effect.tryPromise(() => redis.srem(instances, instanceId))) : Effect.void),
     deletedBySettlement: false
   }
 }

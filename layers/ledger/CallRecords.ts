@@ -227,7 +227,12 @@ export class CallRecords extends Effect.Service<CallRecords>()("gateway/CallReco
       Effect.suspend(() => {
         closing = true
         stopWaiting()
-        return opens.size + closes.size === 0 ? Effect.void : write([...opens.values()], [...closes])
+        // Records outside Postgres go once their settlements commit: let the writer finish first.
+        const committed = enabled && !store.deletedBySettlement ? settlements.awaitEverything() : Effect.void
+        return committed.pipe(
+          Effect.zipRight(Effect.suspend(() => opens.size + closes.size === 0 ? Effect.void : write([...opens.values()], [...closes]))),
+          Effect.zipRight(enabled ? store.leave : Effect.void)
+        )
       }).pipe(Effect.ignore)
     )
 
