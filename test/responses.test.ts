@@ -1,55 +1,26 @@
 // The Responses API with the official openai SDK: create (JSON and streamed, events checked one
 // by one), stored chains through previous_response_id, the function-call round trip, the same
 // pre-flight checks and settlement as chat (log rows of type `response`), tenant isolation.
-import OpenAI from "openai"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { startFakeAnthropic } from "./fakes/FakeAnthropic.js"
-import { type FakeUpstream, startFakeOpenAi } from "./fakes/FakeOpenAi.js"
-import { startFakeOpenAiResponses } from "./fakes/FakeOpenAiResponses.js"
-import { createEndUser, createPlatform, type Gateway, startGateway } from "./support/Gateway.js"
+import type { FakeUpstream } from "./fakes/FakeOpenAi.js"
+import { createEndUser, type Gateway } from "./support/Gateway.js"
+import { type ResponsesTenant, responsesTenant, type ResponsesWorld, startResponsesWorld } from "./support/ResponsesWorld.js"
 
+let world: ResponsesWorld
 let gw: Gateway
 let oa: FakeUpstream
-let anth: FakeUpstream
 let resp: FakeUpstream
-
-interface Tenant {
-  platformId: string
-  platformKey: string
-  endUserId: string
-  endUserKey: string
-  client: OpenAI
-}
+type Tenant = ResponsesTenant
 
 beforeAll(async () => {
-  ;[oa, anth, resp] = await Promise.all([startFakeOpenAi(), startFakeAnthropic(), startFakeOpenAiResponses()])
-  gw = await startGateway()
-  const admin = (path: string, body: unknown) => gw.call("POST", path, { key: gw.adminKey, body })
-  const price = { input_usd_per_mtok: 1, output_usd_per_mtok: 2 }
-  await admin("/v1/admin/providers", { slug: "mock", kind: "mock", base_url: "http://mock.invalid" })
-  await admin("/v1/admin/providers", { slug: "oa", kind: "openai", base_url: oa.url })
-  await admin("/v1/admin/providers", { slug: "anth", kind: "anthropic", base_url: anth.url })
-  await admin("/v1/admin/providers", { slug: "resp", kind: "openai-responses", base_url: resp.url })
-  await admin("/v1/admin/models", { slug: "mock-echo", providers: [{ provider: "mock", provider_model_id: "echo", ...price }] })
-  await admin("/v1/admin/models", { slug: "gpt-fake", providers: [{ provider: "oa", provider_model_id: "gpt-x", ...price }] })
-  await admin("/v1/admin/models", { slug: "claude-fake", providers: [{ provider: "anth", provider_model_id: "claude-x", ...price }] })
-  await admin("/v1/admin/models", { slug: "resp-fake", providers: [{ provider: "resp", provider_model_id: "r-x", ...price }] })
+  world = await startResponsesWorld()
+  ;({ gw, oa, resp } = world)
 })
 afterAll(async () => {
-  await gw?.close()
-  await Promise.all([oa, anth, resp].map((f) => f?.close()))
+  await world?.close()
 })
 
-const tenant = async (budget: Record<string, unknown> = { max_usd: 5 }): Promise<Tenant> => {
-  const { platformId, platformKey } = await createPlatform(gw)
-  for (const slug of ["mock", "oa", "anth", "resp"]) {
-    await gw.call("PUT", `/v1/platforms/${platformId}/provider-keys/${slug}`, { key: platformKey, body: { api_key: `k-${slug}` } })
-  }
-  await gw.call("POST", `/v1/admin/platforms/${platformId}/platform-wallet/topup`, { key: gw.adminKey, body: { amount_usd: 10 } })
-  const eu = await createEndUser(gw, platformId, platformKey, "resp-user")
-  await gw.call("POST", `/v1/platforms/${platformId}/end-users/${eu.endUserId}/budget`, { key: platformKey, body: budget })
-  return { platformId, platformKey, ...eu, client: new OpenAI({ apiKey: eu.endUserKey, baseURL: `${gw.baseUrl}/v1`, maxRetries: 0 }) }
-}
+const tenant = (budget: Record<string, unknown> = { max_usd: 5 }) => responsesTenant(gw, "resp-user", budget)
 
 const logRows = async (t: Tenant) =>
   (await gw.db.pool.query("SELECT * FROM inference_logs WHERE platform_id = $1 ORDER BY created_at", [t.platformId])).rows
