@@ -103,6 +103,12 @@ describe("hybrid loop", () => {
     expect(res.output_text).toContain("done:")
     expect(model.requests[0]!.body.tools.map((t: any) => t.function.name)).toContain("github_get_issue")
     expect(fake.requestsFor("github").some((r) => r.path === "/user/repos")).toBe(true)
+    // The hosted tool's key is write-only: not in the answer, the stored row or a read back.
+    expect(JSON.stringify(res.tools)).not.toContain(u.endUserKey)
+    expect(res.tools.some((t: any) => t.type === "mcp" && t.server_label === "github")).toBe(true)
+    const stored = await gw.db.pool.query("SELECT request::text AS request FROM responses WHERE id = $1", [res.id])
+    expect(stored.rows[0].request).not.toContain(u.endUserKey)
+    expect(JSON.stringify(await u.client.responses.retrieve(res.id))).not.toContain(u.endUserKey)
     const logged = await rows(u.platformId)
     expect(logged.map((r) => r.request_type).sort()).toEqual(["mcp_tool", "response", "response"])
     const { rows: [check] } = await gw.db.pool.query(

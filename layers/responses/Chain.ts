@@ -6,7 +6,7 @@ import type { Usage } from "../../schemas/Chat.js"
 import { NotFound } from "../../schemas/Errors.js"
 import type { InputItem, OutputItem, ResponsesRequest } from "../../schemas/Responses.js"
 import type { Caller } from "../pipeline/Inference.js"
-import { toUsage } from "./Items.js"
+import { toUsage, withoutCredentials } from "./Items.js"
 
 export interface StoredResponse {
   readonly id: string
@@ -28,7 +28,7 @@ export const ownerEndUser = (caller: Caller): string | null => caller._tag === "
  */
 const storedParameters = (body: ResponsesRequest) => {
   const { input: _input, stream: _stream, ...parameters } = body
-  return { ...parameters, tools: body.tools ?? [], tool_choice: body.tool_choice ?? "auto" }
+  return { ...parameters, tools: withoutCredentials(body.tools), tool_choice: body.tool_choice ?? "auto" }
 }
 
 export const makeResponseStore = (sql: PgClient.PgClient) => {

@@ -117,6 +117,17 @@ export const toOutput = (content: string | null, toolCalls: ReadonlyArray<ToolCa
 export const toUsage = (usage: Usage | null) =>
   usage === null ? null : { input_tokens: usage.prompt_tokens, output_tokens: usage.completion_tokens, total_tokens: usage.total_tokens }
 
+/**
+ * The request's tools as answers show them and responses are stored: a hosted tool's
+ * `authorization` (an end-user key) is write-only, neither echoed nor kept at rest.
+ */
+export const withoutCredentials = (tools: ResponsesRequest["tools"]) =>
+  (tools ?? []).map((tool) => {
+    if (tool.type !== "mcp" || tool.authorization === undefined) return tool
+    const { authorization: _authorization, ...rest } = tool
+    return rest
+  })
+
 /** The names of the request's function tools (the client runs them). */
 export const functionToolNames = (body: ResponsesRequest): ReadonlySet<string> =>
   new Set((body.tools ?? []).flatMap((t) => t.type === "function" ? [t.name] : []))
@@ -189,7 +200,7 @@ export const responseObject = (
   instructions: body.instructions ?? null,
   error: null,
   incomplete_details: status === "incomplete" && incompleteReason !== null ? { reason: incompleteReason } : null,
-  tools: body.tools ?? [],
+  tools: withoutCredentials(body.tools),
   parallel_tool_calls: true,
   tool_choice: body.tool_choice ?? "auto",
   temperature: body.temperature ?? null,
