@@ -23,7 +23,7 @@ import {
   tokenUsage
 } from "../platform/Metrics.js"
 import type { RateLimits, RateLimitState } from "./RateLimiter.js"
-import { type Caller, operationOf, type RequestType } from "./Preflight.js"
+import type { Caller, RequestType } from "./Preflight.js"
 import type { Candidate } from "./ProviderRouter.js"
 import { genAiProvider } from "./upstream/Upstream.js"
 
@@ -105,6 +105,9 @@ export const estimatedUsage = (admitted: Admitted, completion: number): Usage =>
 const GEN_AI_OPERATION: Record<RequestType, string> = { "chat.completion": "chat", response: "chat", agent: "chat", embedding: "embeddings" }
 export const genAiOperation = (requestType: RequestType): string => GEN_AI_OPERATION[requestType]
 
+/** The `operation` label of the gateway's own metrics (gateway.inference.requests and its duration): by API. */
+const GATEWAY_OPERATION: Record<RequestType, string> = { "chat.completion": "chat", response: "responses", agent: "responses", embedding: "embeddings" }
+
 /** The model call's span name, per the GenAI conventions: `{gen_ai.operation.name} {gen_ai.request.model}`. */
 export const callSpanName = (admitted: Admitted): string => `${genAiOperation(admitted.requestType)} ${admitted.request.model}`
 
@@ -169,8 +172,8 @@ export const recordMetrics = (admitted: Admitted, outcome: Outcome, cost: BigDec
   const candidate = outcome.candidate
   const model = admitted.request.model
   const usage = outcome.usage
-  requestsBy(operationOf(admitted.requestType), outcome.status).unsafeUpdate(1, [])
-  durationBy(operationOf(admitted.requestType)).unsafeUpdate(durationMs, [])
+  requestsBy(GATEWAY_OPERATION[admitted.requestType], outcome.status).unsafeUpdate(1, [])
+  durationBy(GATEWAY_OPERATION[admitted.requestType]).unsafeUpdate(durationMs, [])
   const call = callInstruments(operation, genAiProvider(candidate.kind), model, candidate.providerModelId, admitted.caller.platformId)
   call.inputTokens.unsafeUpdate(usage.prompt_tokens, [])
   call.outputTokens.unsafeUpdate(usage.completion_tokens, [])

@@ -23,10 +23,6 @@ export type Caller = PlatformPrincipal | EndUserPrincipal
 /** A model call's kind, its log row's request_type: `agent` is a Responses API call of an agent model. */
 export type RequestType = "chat.completion" | "response" | "agent" | "embedding"
 
-/** The GenAI operation of a request type (span and metric label). */
-export const operationOf = (requestType: RequestType): "chat" | "responses" | "embeddings" =>
-  requestType === "response" || requestType === "agent" ? "responses" : requestType === "embedding" ? "embeddings" : "chat"
-
 export type WalletSettings = NonNullable<PlatformSettings["end_user_wallet"]>
 export type PreflightError = Forbidden | NotFound | ValidationError | RateLimitExceeded | PaymentRequired
 
