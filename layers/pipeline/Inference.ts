@@ -491,7 +491,7 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
         (c) =>
           Effect.flatMap(callFor(admitted, c), (attempt) => {
             inFlight = c
-            return adapters.get(c.kind).stream({ ...attempt, step: tally.relabel, onEnd: ended(c) }).pipe(
+            return adapters.get(c.kind).stream({ ...attempt, step: tally.relabel, onEnd: ended(c), onTerminator: tally.noteTerminator }).pipe(
               Effect.tapError(() => Effect.sync(() => (inFlight = undefined)))
             )
           })
@@ -514,7 +514,7 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
           return Stream.make(stop).pipe(Stream.tap(() => Effect.logWarning(`upstream dropped mid-stream: ${error.message}`)))
         })
       )
-      return { chunks: body, dropped: tally.dropped }
+      return { chunks: body, dropped: tally.dropped, terminated: tally.terminated }
     })
 
     return { isAgentModel, admit, admitTurn, complete, stream, serve, settle } as const

@@ -24,6 +24,9 @@ export interface StreamTally {
   /** The upstream failed mid-stream: the call is settled as an error. */
   readonly noteDrop: () => void
   readonly dropped: () => boolean
+  /** The provider's terminator was read: no chunk comes after those in hand. */
+  readonly noteTerminator: () => void
+  readonly terminated: () => boolean
   /** The `created` of the last chunk (0: none yet), for the gateway's closing chunk. */
   readonly created: () => number
   /** What the stream carried so far, as the outcome of the candidate that served it. */
@@ -40,6 +43,7 @@ export const streamTally = (admitted: Admitted): StreamTally => {
     /** The provider's usage when it was out of bounds (then `usage` is the gateway's count). */
     reported: null as Usage | null,
     dropped: false,
+    terminated: false,
     done: false,
     created: 0,
     firstTokenAt: 0,
@@ -103,6 +107,8 @@ export const streamTally = (admitted: Admitted): StreamTally => {
     relabel,
     noteDrop: () => void (state.dropped = true),
     dropped: () => state.dropped,
+    noteTerminator: () => void (state.terminated = true),
+    terminated: () => state.terminated,
     created: () => state.created,
     outcome
   }

@@ -13,7 +13,13 @@ import { rateLimitHeaders } from "./Answers.js"
  */
 export type ChatAnswer =
   | { readonly headers: Record<string, string>; readonly completion: ChatCompletion }
-  | { readonly headers: Record<string, string>; readonly chunks: Stream.Stream<ChatChunk>; readonly dropped: () => boolean }
+  | {
+    readonly headers: Record<string, string>
+    readonly chunks: Stream.Stream<ChatChunk>
+    readonly dropped: () => boolean
+    /** The upstream's terminator was read: the batch in hand is the last one. */
+    readonly terminated: () => boolean
+  }
 
 /** One chunk as an SSE event. */
 export const chatEvent = (chunk: ChatChunk) => `data: ${JSON.stringify(chunk)}\n\n`
@@ -35,7 +41,7 @@ export const makeChat = Effect.gen(function*() {
     const admitted = yield* inference.admit(caller, payload as ChatRequest)
     const headers = rateLimitHeaders(admitted.rateLimit)
     if (payload.stream !== true) return { headers, completion: yield* inference.complete(admitted) } satisfies ChatAnswer
-    const { chunks, dropped } = yield* inference.stream(admitted)
-    return { headers, chunks, dropped } satisfies ChatAnswer
+    const { chunks, dropped, terminated } = yield* inference.stream(admitted)
+    return { headers, chunks, dropped, terminated } satisfies ChatAnswer
   })
 })

@@ -29,7 +29,12 @@ import { chatEvent, makeChat, SSE_DONE } from "./Chat.js"
  */
 type Reply =
   | { readonly status: number; readonly headers: Record<string, string>; readonly json: string }
-  | { readonly headers: Record<string, string>; readonly chunks: Stream.Stream<ChatChunk>; readonly dropped: () => boolean }
+  | {
+    readonly headers: Record<string, string>
+    readonly chunks: Stream.Stream<ChatChunk>
+    readonly dropped: () => boolean
+    readonly terminated: () => boolean
+  }
 
 const jsonReply = (status: number, body: unknown, headers: Record<string, string> = {}): Reply => ({
   status,
@@ -92,8 +97,15 @@ const send = (res: ServerResponse, reply: Reply, exchange: HttpExchange): Effect
       "x-request-id": exchange.id,
       "content-type": "text/event-stream"
     })
-    // The chunks cannot fail: the pull ends with the stream.
-    return pullEach(reply.chunks, (batch) => res.write(sseText(batch, chatEvent)) ? undefined : drained(res))
+    // The chunks cannot fail: the pull ends with the stream. The last batch (the upstream's
+    // terminator was read) waits in the corked socket for the end, which follows as soon as the
+    // call's settlement is on record: one socket write instead of two per short answer (hot-path
+    // rule "keep the upstream's batches; one write per answer", docs/performance.md). Earlier
+    // batches go out at once.
+    return pullEach(reply.chunks, (batch) => {
+      if (reply.terminated() && !res.writableCorked) res.cork()
+      return res.write(sseText(batch, chatEvent)) ? undefined : drained(res)
+    })
   }).pipe(
     Effect.zipRight(Effect.sync(() => res.end(reply.dropped() ? undefined : SSE_DONE))),
     Effect.catchAllCause((cause) => Cause.isInterruptedOnly(cause) ? Effect.failCause(cause) : Effect.logError("chat stream failed", cause))

@@ -139,7 +139,7 @@ export const lineTooLongError = (maxLineLength: number) =>
   })
 
 /** What sseChunks takes from the call: the caller's hooks, and what a failure's log names. */
-export type SseHooks = Partial<Pick<UpstreamCall, "step" | "onEnd" | "apiKey" | "providerModelId">>
+export type SseHooks = Partial<Pick<UpstreamCall, "step" | "onEnd" | "onTerminator" | "apiKey" | "providerModelId">>
 
 /**
  * A provider's SSE body as chat chunks, up to its terminator: read, parsed and translated in one
@@ -186,6 +186,7 @@ export const sseChunks = (
         }
         if (step.right.done) {
           done = true
+          hooks.onTerminator?.()
           return
         }
       }

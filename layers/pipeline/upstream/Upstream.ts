@@ -39,6 +39,11 @@ export interface UpstreamCall {
    * docs/performance.md). Adapters must run it whenever the stream they return has started.
    */
   readonly onEnd?: ((exit: Exit.Exit<unknown, UpstreamError>) => Effect.Effect<void>) | undefined
+  /**
+   * Streams: called when the provider's terminator is read, before the chunks of that read are
+   * handed out: the stream ends after them. Adapters without a terminator need not call it.
+   */
+  readonly onTerminator?: (() => void) | undefined
 }
 
 /**
