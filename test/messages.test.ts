@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { PREAMBLE, startFakeAnthropic } from "./fakes/FakeAnthropic.js"
 import { type FakeUpstream, startFakeOpenAi } from "./fakes/FakeOpenAi.js"
 import { createEndUser, createPlatform, type Gateway, ok, startGateway } from "./support/Gateway.js"
+import { until } from "./support/Polling.js"
 
 let gw: Gateway
 let anth: FakeUpstream
@@ -35,6 +36,10 @@ const logsOf = async (endUserId: string) =>
 
 const usedUsd = async (endUserId: string) =>
   (await gw.db.pool.query(`SELECT used_usd::text AS used FROM budgets WHERE end_user_id = $1`, [endUserId])).rows[0]?.used as string
+
+/** The sum of the end user's logged costs, added by Postgres (exact). */
+const loggedUsd = async (endUserId: string) =>
+  (await gw.db.pool.query(`SELECT sum(estimated_cost_usd)::text AS total FROM inference_logs WHERE end_user_id = $1`, [endUserId])).rows[0]?.total as string
 
 /** A fresh end user of the tenant's platform with its own budget. */
 const endUser = async (externalId: string, budget: Record<string, unknown> = { max_usd: 5 }) => {
@@ -218,6 +223,35 @@ describe("POST /v1/messages", () => {
       },
       { role: "tool", tool_call_id: callId, content: "sunny" }
     ])
+  })
+
+  it("settles a stream the upstream drops (an error event ends it) or the client leaves, natively and translated", async () => {
+    for (const [model, fake] of [["claude-native", anth], ["claude-translated", oa]] as const) {
+      const user = await endUser(`cut-${model}`)
+      const client = sdk(user.endUserKey)
+      fake.setBehavior({ dropAfterChunks: 2 })
+      const texts: Array<string> = []
+      const dropped = client.messages.stream({ model, max_tokens: 100, messages: [{ role: "user", content: "Hi" }] })
+      dropped.on("text", (text) => texts.push(text))
+      const error = await dropped.finalMessage().then(() => undefined, (e: unknown) => e)
+      expect(error).toBeInstanceOf(APIError)
+      expect((error as APIError).error).toMatchObject({ type: "error", error: { type: "api_error", code: "upstream_error" } })
+      expect(texts.join("")).toBe("Hello from")
+      fake.setBehavior({ chunkDelayMs: 200 })
+      const left = client.messages.stream({ model, max_tokens: 100, messages: [{ role: "user", content: "Hi" }] })
+      const ended = left.done().catch(() => undefined)
+      await new Promise<void>((resolve) => left.on("text", () => resolve()))
+      left.abort()
+      await ended
+      const logs = await until(() => logsOf(user.endUserId), (rows) => rows.length === 2)
+      fake.reset()
+      expect(logs.map((l) => l.status).sort()).toEqual(["error", "interrupted"])
+      for (const log of logs) {
+        expect(log).toMatchObject({ request_type: "messages", token_count_method: "estimated" })
+        expect(log.completion_tokens).toBeGreaterThan(0)
+      }
+      expect(await usedUsd(user.endUserId)).toBe(await loggedUsd(user.endUserId))
+    }
   })
 
   it("prices prompt-cache tokens at the model's cache prices", async () => {
