@@ -6,12 +6,14 @@ import Anthropic, { APIError } from "@anthropic-ai/sdk"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { PREAMBLE, startFakeAnthropic } from "./fakes/FakeAnthropic.js"
 import { type FakeUpstream, startFakeOpenAi } from "./fakes/FakeOpenAi.js"
+import { startFakeOpenAiResponses } from "./fakes/FakeOpenAiResponses.js"
 import { createEndUser, createPlatform, type Gateway, ok, startGateway } from "./support/Gateway.js"
 import { until } from "./support/Polling.js"
 
 let gw: Gateway
 let anth: FakeUpstream
 let oa: FakeUpstream
+let resp: FakeUpstream
 let tenant: { platformId: string; platformKey: string; endUserId: string; endUserKey: string }
 
 const admin = (path: string, body: unknown) => gw.call("POST", path, { key: gw.adminKey, body }).then((res) => ok(res))
@@ -49,11 +51,12 @@ const endUser = async (externalId: string, budget: Record<string, unknown> = { m
 }
 
 beforeAll(async () => {
-  ;[anth, oa] = await Promise.all([startFakeAnthropic(), startFakeOpenAi()])
+  ;[anth, oa, resp] = await Promise.all([startFakeAnthropic(), startFakeOpenAi(), startFakeOpenAiResponses()])
   gw = await startGateway()
   const price = { input_usd_per_mtok: 1, output_usd_per_mtok: 2 }
   await admin("/v1/admin/providers", { slug: "anth", kind: "anthropic", base_url: anth.url })
   await admin("/v1/admin/providers", { slug: "oa", kind: "openai", base_url: oa.url })
+  await admin("/v1/admin/providers", { slug: "resp", kind: "openai-responses", base_url: resp.url })
   await admin("/v1/admin/providers", { slug: "mock", kind: "mock", base_url: "http://mock.invalid" })
   await admin("/v1/admin/providers", { slug: "elsewhere", kind: "anthropic", base_url: anth.url })
   await admin("/v1/admin/models", {
@@ -62,11 +65,12 @@ beforeAll(async () => {
     providers: [{ provider: "anth", provider_model_id: "claude-x", ...price, cache_read_usd_per_mtok: 0.1, cache_write_usd_per_mtok: 1.25 }]
   })
   await admin("/v1/admin/models", { slug: "claude-translated", aliases: ["claude-haiku-4-5"], providers: [{ provider: "oa", provider_model_id: "gpt-x", ...price }] })
+  await admin("/v1/admin/models", { slug: "claude-responses", providers: [{ provider: "resp", provider_model_id: "r-x", ...price }] })
   await admin("/v1/admin/models", { slug: "mock-echo", providers: [{ provider: "mock", provider_model_id: "echo", ...price }] })
   // A model on a provider the tenant has no key for: its alias must not reach it.
   await admin("/v1/admin/models", { slug: "claude-hidden", aliases: ["claude-opus-4-1"], providers: [{ provider: "elsewhere", provider_model_id: "claude-y", ...price }] })
   const { platformId, platformKey } = await createPlatform(gw)
-  for (const slug of ["anth", "oa", "mock"]) {
+  for (const slug of ["anth", "oa", "resp", "mock"]) {
     ok(await gw.call("PUT", `/v1/platforms/${platformId}/provider-keys/${slug}`, { key: platformKey, body: { api_key: `k-${slug}` } }))
   }
   ok(await gw.call("POST", `/v1/admin/platforms/${platformId}/platform-wallet/topup`, { key: gw.adminKey, body: { amount_usd: 10 } }))
@@ -77,7 +81,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await gw?.close()
-  await Promise.all([anth?.close(), oa?.close()])
+  await Promise.all([anth?.close(), oa?.close(), resp?.close()])
 })
 
 describe("POST /v1/messages", () => {
@@ -128,13 +132,21 @@ describe("POST /v1/messages", () => {
     expect(await usedUsd(user.endUserId)).toBe("0.00003")
   })
 
+  it("translates for an openai-responses upstream too", async () => {
+    resp.reset()
+    const message = await sdk(tenant.endUserKey).messages.create({ model: "claude-responses", max_tokens: 100, messages: [{ role: "user", content: "Hi" }] })
+    expect(message.content).toEqual([{ type: "text", text: "Hello from the fake upstream" }])
+    expect(message.usage).toMatchObject({ input_tokens: 10, output_tokens: 5 })
+    expect(resp.requests[0]!.body).toMatchObject({ model: "r-x", max_output_tokens: 100 })
+  })
+
   it("serves the mock provider (the demo's models)", async () => {
     const message = await sdk(tenant.endUserKey).messages.create({ model: "mock-echo", max_tokens: 50, messages: [{ role: "user", content: "ping pong" }] })
     expect(message.content).toEqual([{ type: "text", text: "echo: ping pong" }])
   })
 
   it("streams text with Anthropic's event sequence, natively and translated", async () => {
-    for (const model of ["claude-native", "claude-translated"]) {
+    for (const model of ["claude-native", "claude-translated", "claude-responses"]) {
       const user = await endUser(`stream-${model}`)
       const stream = sdk(user.endUserKey).messages.stream({ model, max_tokens: 100, messages: [{ role: "user", content: "Hi" }] })
       const types: Array<string> = []

@@ -11,7 +11,7 @@ import { Forbidden, NotFound } from "../../schemas/Errors.js"
 import type { CountTokensRequest, Message, MessagesRequest, StreamEvent } from "../../schemas/Messages.js"
 import { countPromptTokensYielding, countTextTokensYielding } from "../platform/Tokenizer.js"
 import { ModelCatalog } from "../tenancy/ModelCatalog.js"
-import { type Admitted, type Caller, Inference } from "./Inference.js"
+import { type Caller, Inference } from "./Inference.js"
 import { chatStreamTranslator, messageOf } from "./messages/FromChat.js"
 import { messagesTally } from "./messages/MessagesTally.js"
 import { chatConversation, toChatRequest } from "./messages/ToChat.js"
@@ -145,5 +145,3 @@ export class Messages extends Effect.Service<Messages>()("gateway/Messages", {
     return { create, stream, countTokens } as const
   })
 }) {}
-
-export type { Admitted }
