@@ -63,7 +63,11 @@ const CLAUDE_CODE_MODELS = [
 const seedMockModels = Effect.gen(function*() {
   const catalog = yield* ModelCatalog
   yield* catalog.upsertProvider({ slug: "mock", kind: "mock", base_url: "http://mock.invalid" })
-  yield* catalog.upsertModel(mockModel("mock-echo", "mock-echo-1", ["chat"], CLAUDE_CODE_MODELS))
+  // A demo database whose operator gave one of those ids to a model of theirs keeps it theirs.
+  yield* catalog.upsertModel(mockModel("mock-echo", "mock-echo-1", ["chat"], CLAUDE_CODE_MODELS)).pipe(
+    Effect.catchTag("ValidationError", (e) =>
+      Effect.zipRight(Effect.logWarning(`mock-echo seeded without Claude's model ids: ${e.message}`), catalog.upsertModel(mockModel("mock-echo", "mock-echo-1"))))
+  )
   yield* catalog.upsertModel(mockModel("mock-tools", "mock-tools-1"))
   yield* catalog.upsertModel(mockModel("mock-embed", "mock-embed-1", ["embeddings"]))
 })
