@@ -105,6 +105,9 @@ describe("POST /v1/messages", () => {
     expect(sent.body.model).toBe("claude-x")
     expect(sent.body.system).toBe("Be brief.")
     expect(sent.headers["x-api-key"]).toBe("k-anth")
+    // The platform's log listing shows it too.
+    const listed = ok(await gw.call("GET", `/v1/platforms/${tenant.platformId}/logs?end_user_id=${user.endUserId}`, { key: tenant.platformKey })).body
+    expect(listed.data[0]).toMatchObject({ request_type: "messages", estimated_cost_usd: "0.00003", billing_status: "billed" })
     const [log] = await logsOf(user.endUserId)
     // 20 x 1 + 5 x 2 per million tokens.
     expect(log).toMatchObject({ request_type: "messages", model_slug: "claude-native", prompt_tokens: 20, completion_tokens: 5, cost: "0.00003", status: "success" })
@@ -357,6 +360,17 @@ describe("errors in Anthropic's shape", () => {
     expect(refused.status).toBe(402)
     expect(refused.error).toMatchObject({ type: "error", error: { type: "billing_error", code: "budget_exhausted" } })
     expect((await logsOf(user.endUserId)).length).toBe(1)
+  })
+
+  it("429 with retry-after when the user's rate limit is reached", async () => {
+    const user = await endUser("limited")
+    ok(await gw.call("PUT", `/v1/platforms/${tenant.platformId}/end-users/${user.endUserId}/rate-limits`, { key: tenant.platformKey, body: { rpm_limit: 1 } }))
+    const client = sdk(user.endUserKey)
+    await client.messages.create({ model: "mock-echo", max_tokens: 20, messages: [{ role: "user", content: "one" }] })
+    const refused = await ask(client, "mock-echo")
+    expect(refused).toBeInstanceOf(Anthropic.RateLimitError)
+    expect(refused.error).toMatchObject({ type: "error", error: { type: "rate_limit_error", code: "rate_limit_exceeded" } })
+    expect(Number(refused.headers?.get("retry-after"))).toBeGreaterThan(0)
   })
 
   it("422 for a malformed request, naming the field", async () => {
