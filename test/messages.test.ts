@@ -114,6 +114,41 @@ describe("POST /v1/messages", () => {
     expect(await usedUsd(user.endUserId)).toBe("0.00003")
   })
 
+  it("passes what it does not read on to an anthropic upstream (Claude Code's request shape)", async () => {
+    anth.reset()
+    const res = await fetch(`${gw.baseUrl}/v1/messages?beta=true`, {
+      method: "POST",
+      headers: {
+        authorization: `Bearer ${tenant.endUserKey}`,
+        "anthropic-version": "2023-06-01",
+        "anthropic-beta": "interleaved-thinking-2025-05-14",
+        "content-type": "application/json"
+      },
+      body: JSON.stringify({
+        model: "claude-sonnet-4-5-20250929",
+        max_tokens: 200,
+        system: [{ type: "text", text: "You are Claude Code.", cache_control: { type: "ephemeral" } }],
+        messages: [{ role: "user", content: [{ type: "text", text: "Hi", cache_control: { type: "ephemeral" } }] }],
+        thinking: { type: "enabled", budget_tokens: 100 },
+        metadata: { user_id: "user_abc" },
+        top_k: 5
+      })
+    })
+    expect(res.status).toBe(200)
+    expect(res.headers.get("request-id")).toBe(res.headers.get("x-request-id"))
+    const sent = anth.requests[0]!
+    expect(sent.headers["anthropic-beta"]).toBe("interleaved-thinking-2025-05-14")
+    expect(sent.body).toMatchObject({
+      model: "claude-x",
+      stream: false,
+      system: [{ type: "text", text: "You are Claude Code.", cache_control: { type: "ephemeral" } }],
+      messages: [{ role: "user", content: [{ type: "text", text: "Hi", cache_control: { type: "ephemeral" } }] }],
+      thinking: { type: "enabled", budget_tokens: 100 },
+      metadata: { user_id: "user_abc" },
+      top_k: 5
+    })
+  })
+
   it("translates a call for an openai upstream and back", async () => {
     oa.reset()
     const user = await endUser("translated-create")

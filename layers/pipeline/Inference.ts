@@ -1,4 +1,5 @@
-// Inference: the one pipeline behind chat completions. The five pre-flight checks (Preflight) run
+// Inference: the one pipeline behind chat completions (and the Responses, embeddings and Messages
+// APIs, through `serve` and `openStream`). The five pre-flight checks (Preflight) run
 // in the spec's order as a typed error channel (none reaches the upstream); a later turn of one
 // request (the hybrid loop) passes checks 2 to 5 again (admitTurn). Then routing with failover,
 // then settlement (budget debit row, platform wallet debit, inference log; InferenceSettlement),
@@ -62,6 +63,7 @@ import { UpstreamAdapters } from "./upstream/Adapters.js"
 import type { UpstreamCall, UpstreamError } from "./upstream/Upstream.js"
 
 export type { Caller, PreflightError, RequestType } from "./Preflight.js"
+export { type Admitted, MAX_REPORTED_TOKENS, type Outcome, usageInBounds } from "./InferenceSettlement.js"
 
 /** What a served non-chat call gives back: the usage it reports, with its prompt-cache tokens when it has any. */
 export interface Served {
@@ -77,7 +79,6 @@ export interface StreamAccount {
 
 /** What a stream runs once it has ended, however it ended (UpstreamCall.onEnd). */
 export type StreamEnd = (exit: Exit.Exit<unknown, UpstreamError>) => Effect.Effect<void>
-export { type Admitted, MAX_REPORTED_TOKENS, type Outcome, usageInBounds } from "./InferenceSettlement.js"
 
 /** Per upstream attempt, until the answer (or the stream's headers) arrives. */
 export const upstreamTimeoutMs = durationMsConfig("GATEWAY_UPSTREAM_TIMEOUT", 60_000, 1, "GATEWAY_UPSTREAM_TIMEOUT_MS")
