@@ -408,6 +408,22 @@ describe("errors in Anthropic's shape", () => {
     expect(Number(refused.headers?.get("retry-after"))).toBeGreaterThan(0)
   })
 
+  it("502 when only an anthropic upstream could take the request and the model has none; nothing is billed", async () => {
+    const user = await endUser("native-only")
+    oa.reset()
+    const refused = await sdk(user.endUserKey).messages.create({
+      model: "claude-translated",
+      max_tokens: 50,
+      tools: [{ type: "web_search_20250305", name: "web_search" }],
+      messages: [{ role: "user", content: "Search the weather" }]
+    }).then(() => expect.fail("the call was expected to fail"), (e: unknown) => e as APIError)
+    expect(refused.status).toBe(502)
+    expect(refused.error).toMatchObject({ type: "error", error: { type: "api_error", code: "upstream_error" } })
+    expect(oa.requests).toEqual([])
+    expect(await logsOf(user.endUserId)).toEqual([])
+    expect(await usedUsd(user.endUserId)).toBe("0")
+  })
+
   it("422 for a malformed request, naming the field", async () => {
     const res = await gw.call("POST", "/v1/messages", { key: tenant.endUserKey, body: { model: "claude-native", messages: [{ role: "user", content: "Hi" }] } })
     expect(res.status).toBe(422)
