@@ -13,6 +13,8 @@ export type ModelOperation = typeof ModelOperation.Type
 /** The provider kinds whose adapter serves embeddings (POST {base_url}/embeddings, or offline for mock). */
 export const EMBEDDING_KINDS: ReadonlyArray<ProviderKind> = ["openai", "mock"]
 const Slug = Schema.String.pipe(Schema.pattern(/^[a-z0-9][a-z0-9._-]{0,99}$/))
+/** Another name of a model a client may send (e.g. an Anthropic model id such as `claude-sonnet-4-5`). */
+const Alias = Schema.String.pipe(Schema.pattern(/^[A-Za-z0-9][A-Za-z0-9._:@/-]{0,199}$/))
 const HttpUrl = Schema.String.pipe(Schema.pattern(/^https?:\/\/[^\s]+$/))
 
 export const ProviderInput = Schema.Struct({ slug: Slug, kind: ProviderKind, base_url: HttpUrl }).annotations(strict)
@@ -34,7 +36,11 @@ export const ModelProviderInput = Schema.Struct({
   weight: Schema.optionalWith(Int4.pipe(Schema.nonNegative()), { default: () => 1 }),
   enabled: Schema.optionalWith(Schema.Boolean, { default: () => true }),
   input_usd_per_mtok: Schema.optionalWith(NonNegativeMoney, { default: () => BigDecimal.make(0n, 0) }),
-  output_usd_per_mtok: Schema.optionalWith(NonNegativeMoney, { default: () => BigDecimal.make(0n, 0) })
+  output_usd_per_mtok: Schema.optionalWith(NonNegativeMoney, { default: () => BigDecimal.make(0n, 0) }),
+  /** Prompt tokens read from the provider's prompt cache (Anthropic cache_read_input_tokens); null: the input price. */
+  cache_read_usd_per_mtok: Schema.optionalWith(Schema.NullOr(NonNegativeMoney), { default: () => null }),
+  /** Prompt tokens written to the provider's prompt cache (Anthropic cache_creation_input_tokens); null: the input price. */
+  cache_write_usd_per_mtok: Schema.optionalWith(Schema.NullOr(NonNegativeMoney), { default: () => null })
 }).annotations(strict)
 
 export const ModelInput = Schema.Struct({
@@ -45,6 +51,11 @@ export const ModelInput = Schema.Struct({
   ),
   /** An agent model: its Responses API calls run the hybrid tool loop with the caller's per-user tools. */
   agent: Schema.optionalWith(Schema.Boolean, { default: () => false }),
+  /** Other names clients may call the model by, unique across models and slugs; replaces the model's list. */
+  aliases: Schema.optionalWith(
+    Schema.Array(Alias).pipe(Schema.maxItems(100), Schema.filter((names) => new Set(names).size === names.length, { message: () => "an alias is listed twice" })),
+    { default: () => [] }
+  ),
   providers: Schema.Array(ModelProviderInput)
 }).annotations(strict)
 export type ModelInput = typeof ModelInput.Type
@@ -54,6 +65,7 @@ export const ModelConfig = Schema.Struct({
   slug: Schema.String,
   serves: Schema.Array(ModelOperation),
   agent: Schema.Boolean,
+  aliases: Schema.Array(Schema.String),
   providers: Schema.Array(Schema.Struct({
     provider: Schema.String,
     provider_model_id: Schema.String,
@@ -61,7 +73,9 @@ export const ModelConfig = Schema.Struct({
     weight: Schema.Int,
     enabled: Schema.Boolean,
     input_usd_per_mtok: Usd,
-    output_usd_per_mtok: Usd
+    output_usd_per_mtok: Usd,
+    cache_read_usd_per_mtok: Schema.NullOr(Usd),
+    cache_write_usd_per_mtok: Schema.NullOr(Usd)
   })),
   created_at: Timestamp
 })

@@ -14,6 +14,7 @@ import { Idempotency } from "../layers/platform/Idempotency.js"
 import { Inference } from "../layers/pipeline/Inference.js"
 import { InferenceLogs } from "../layers/ledger/InferenceLogs.js"
 import { KeyAuth } from "../layers/access/KeyAuth.js"
+import { Messages } from "../layers/pipeline/Messages.js"
 import { ModelCatalog } from "../layers/tenancy/ModelCatalog.js"
 import { PlatformWallet } from "../layers/ledger/PlatformWallet.js"
 import { Platforms } from "../layers/tenancy/Platforms.js"
@@ -51,6 +52,7 @@ export const ServicesLive = Layer.mergeAll(
   InferenceLogs.Default,
   KeyAuth.Default,
   Listeners.Default,
+  Messages.Default,
   ModelCatalog.Default,
   PlatformWallet.Default,
   Platforms.Default,

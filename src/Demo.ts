@@ -21,10 +21,11 @@ export type DemoKeys = typeof DemoFile.Type
 export { demoEnabled } from "../layers/lib/DemoMode.js"
 
 /** A model served by the offline `mock` provider at the demo prices. */
-const mockModel = (slug: string, providerModelId: string, serves: ModelInput["serves"] = ["chat"]) => ({
+const mockModel = (slug: string, providerModelId: string, serves: ModelInput["serves"] = ["chat"], aliases: ReadonlyArray<string> = []) => ({
   slug,
   serves,
   agent: false,
+  aliases,
   providers: [{
     provider: "mock",
     provider_model_id: providerModelId,
@@ -32,12 +33,29 @@ const mockModel = (slug: string, providerModelId: string, serves: ModelInput["se
     weight: 1,
     enabled: true,
     input_usd_per_mtok: BigDecimal.unsafeFromString("0.5"),
-    output_usd_per_mtok: BigDecimal.unsafeFromString("1.5")
+    output_usd_per_mtok: BigDecimal.unsafeFromString("1.5"),
+    cache_read_usd_per_mtok: null,
+    cache_write_usd_per_mtok: null
   }]
 })
 
 /**
- * The offline `mock` provider with `mock-echo` (echoes), `mock-tools` (calls the tools it is
+ * The Anthropic model ids Claude Code sends by default: in the demo they name `mock-echo`, so
+ * Claude Code pointed at the demo gets answers (echoes) without configuring a model.
+ */
+const CLAUDE_CODE_MODELS = [
+  "claude-sonnet-4-5",
+  "claude-sonnet-4-5-20250929",
+  "claude-haiku-4-5",
+  "claude-haiku-4-5-20251001",
+  "claude-opus-4-1",
+  "claude-opus-4-1-20250805",
+  "claude-3-5-haiku-20241022"
+]
+
+/**
+ * The offline `mock` provider with `mock-echo` (echoes; also called by the Claude model ids in
+ * CLAUDE_CODE_MODELS), `mock-tools` (calls the tools it is
  * offered) and `mock-embed` (deterministic embeddings; layers/pipeline/upstream/Mock.ts);
  * idempotent: upserts. The capability provider `demo-search`
  * is seeded by Capabilities itself in demo mode (layers/capabilities/DemoProviders.ts).
@@ -45,7 +63,11 @@ const mockModel = (slug: string, providerModelId: string, serves: ModelInput["se
 const seedMockModels = Effect.gen(function*() {
   const catalog = yield* ModelCatalog
   yield* catalog.upsertProvider({ slug: "mock", kind: "mock", base_url: "http://mock.invalid" })
-  yield* catalog.upsertModel(mockModel("mock-echo", "mock-echo-1"))
+  // A demo database whose operator gave one of those ids to a model of theirs keeps it theirs.
+  yield* catalog.upsertModel(mockModel("mock-echo", "mock-echo-1", ["chat"], CLAUDE_CODE_MODELS)).pipe(
+    Effect.catchTag("ValidationError", (e) =>
+      Effect.zipRight(Effect.logWarning(`mock-echo seeded without Claude's model ids: ${e.message}`), catalog.upsertModel(mockModel("mock-echo", "mock-echo-1"))))
+  )
   yield* catalog.upsertModel(mockModel("mock-tools", "mock-tools-1"))
   yield* catalog.upsertModel(mockModel("mock-embed", "mock-embed-1", ["embeddings"]))
 })

@@ -56,7 +56,7 @@ describe("catalog", () => {
     })
     expect(model.status).toBe(200)
     expect(model.body.providers).toEqual([
-      { provider: "p-a", provider_model_id: "claude-x", priority: 1, weight: 2, enabled: true, input_usd_per_mtok: 0, output_usd_per_mtok: 0 }
+      { provider: "p-a", provider_model_id: "claude-x", priority: 1, weight: 2, enabled: true, input_usd_per_mtok: 0, output_usd_per_mtok: 0, cache_read_usd_per_mtok: null, cache_write_usd_per_mtok: null }
     ])
     const unknown = await admin("POST", "/v1/admin/models", { slug: "m-2", providers: [{ provider: "nope", provider_model_id: "x" }] })
     expect(unknown.status).toBe(422)

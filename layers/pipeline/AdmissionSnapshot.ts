@@ -26,6 +26,7 @@ export interface AdmissionSnapshot {
 
 interface CandidateJson {
   readonly model_id: string
+  readonly model_slug: string
   readonly serves: ReadonlyArray<ModelOperation>
   readonly agent: boolean
   readonly provider_id: string
@@ -38,6 +39,8 @@ interface CandidateJson {
   readonly key_encrypted: string
   readonly input: string
   readonly output: string
+  readonly cache_read: string | null
+  readonly cache_write: string | null
 }
 
 interface SnapshotRow {
@@ -81,14 +84,17 @@ export const loadAdmissionSnapshot = (
       o.end_user_id IS NOT NULL AS has_override, o.rpm_limit, o.tpm_limit, o.rpd_limit,
       ${openHoldsSql(sql, sql`b.id`)}::text AS held,
       (SELECT coalesce(json_agg(json_build_object(
-          'model_id', m.id, 'serves', m.serves, 'agent', m.agent, 'provider_id', pr.id, 'provider_slug', pr.slug, 'kind', pr.kind, 'base_url', pr.base_url,
+          'model_id', m.id, 'model_slug', m.slug, 'serves', m.serves, 'agent', m.agent, 'provider_id', pr.id, 'provider_slug', pr.slug, 'kind', pr.kind, 'base_url', pr.base_url,
           'provider_model_id', mp.provider_model_id, 'priority', mp.priority, 'weight', mp.weight,
-          'key_encrypted', k.key_encrypted, 'input', mp.input_usd_per_mtok::text, 'output', mp.output_usd_per_mtok::text)), '[]'::json)
+          'key_encrypted', k.key_encrypted, 'input', mp.input_usd_per_mtok::text, 'output', mp.output_usd_per_mtok::text,
+          'cache_read', mp.cache_read_usd_per_mtok::text, 'cache_write', mp.cache_write_usd_per_mtok::text)), '[]'::json)
         FROM models m
         JOIN model_providers mp ON mp.model_id = m.id AND mp.enabled
         JOIN providers pr ON pr.id = mp.provider_id
         JOIN platform_provider_keys k ON k.provider_id = pr.id AND k.platform_id = p.id AND k.is_active
-        WHERE m.slug = ${modelSlug}) AS candidates,
+        -- The model by its slug, else by one of its aliases (the second lookup runs only when the first finds none).
+        WHERE m.id = coalesce((SELECT s.id FROM models s WHERE s.slug = ${modelSlug}),
+          (SELECT a.model_id FROM model_aliases a WHERE a.alias = ${modelSlug}))) AS candidates,
       (SELECT coalesce(array_agg(l.id::text), '{}') FROM inference_logs l
         WHERE l.id = ANY(${`{${pendingIds.join(",")}}`}::uuid[])) AS committed,
       b.id AS b_id, b.max_usd AS b_max_usd, b.used_usd AS b_used_usd, b.period AS b_period,
@@ -128,6 +134,7 @@ export const loadAdmissionSnapshot = (
       return {
         candidates: row.candidates.map((c): Candidate => ({
           modelId: c.model_id,
+          modelSlug: c.model_slug,
           serves: c.serves,
           agent: c.agent,
           providerId: c.provider_id,
@@ -139,7 +146,9 @@ export const loadAdmissionSnapshot = (
           weight: c.weight,
           apiKey: reveal(c.key_encrypted),
           inputUsdPerMtok: dec(c.input),
-          outputUsdPerMtok: dec(c.output)
+          outputUsdPerMtok: dec(c.output),
+          cacheReadUsdPerMtok: c.cache_read === null ? null : dec(c.cache_read),
+          cacheWriteUsdPerMtok: c.cache_write === null ? null : dec(c.cache_write)
         })),
         settings: row.settings,
         override: row.has_override ? { rpm: row.rpm_limit, tpm: row.tpm_limit, rpd: row.rpd_limit } : null,

@@ -1,4 +1,5 @@
-// Inference: the one pipeline behind chat completions. The five pre-flight checks (Preflight) run
+// Inference: the one pipeline behind chat completions (and the Responses, embeddings and Messages
+// APIs, through `serve` and `openStream`). The five pre-flight checks (Preflight) run
 // in the spec's order as a typed error channel (none reaches the upstream); a later turn of one
 // request (the hybrid loop) passes checks 2 to 5 again (admitTurn). Then routing with failover,
 // then settlement (budget debit row, platform wallet debit, inference log; InferenceSettlement),
@@ -26,6 +27,7 @@ import {
   type Admitted,
   annotateSettlement,
   budgetExpectation,
+  type CacheUsage,
   callSpanAttributes,
   callSpanName,
   costOf,
@@ -63,6 +65,21 @@ import type { UpstreamCall, UpstreamError } from "./upstream/Upstream.js"
 export type { Caller, PreflightError, RequestType } from "./Preflight.js"
 export { type Admitted, MAX_REPORTED_TOKENS, type Outcome, usageInBounds } from "./InferenceSettlement.js"
 
+/** What a served non-chat call gives back: the usage it reports, with its prompt-cache tokens when it has any. */
+export interface Served {
+  readonly usage: Usage
+  readonly cache?: CacheUsage | undefined
+}
+
+/** What a stream's settlement reads: its outcome on the candidate that served it, and a drop mid-stream. */
+export interface StreamAccount {
+  readonly outcome: (candidate: Candidate) => Outcome
+  readonly noteDrop: () => void
+}
+
+/** What a stream runs once it has ended, however it ended (UpstreamCall.onEnd). */
+export type StreamEnd = (exit: Exit.Exit<unknown, UpstreamError>) => Effect.Effect<void>
+
 /** Per upstream attempt, until the answer (or the stream's headers) arrives. */
 export const upstreamTimeoutMs = durationMsConfig("GATEWAY_UPSTREAM_TIMEOUT", 60_000, 1, "GATEWAY_UPSTREAM_TIMEOUT_MS")
 
@@ -79,7 +96,8 @@ const REQUEST_ID_PREFIX: Readonly<Record<RequestType, string>> = {
   "chat.completion": "chatcmpl-",
   response: "resp_",
   agent: "resp_",
-  embedding: "emb-"
+  embedding: "emb-",
+  messages: "msg_"
 }
 
 /** The log row's message for a call its instance never settled (CallRecords). */
@@ -201,6 +219,8 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
       const snapshot = yield* readSnapshot(caller, request.model)
       const chars = promptChars(request.messages)
       const maxTokens = yield* step("preflight.model", () => checkModel(caller, request, snapshot.candidates, chars, requestType, maxPromptChars))
+      // A model named by an alias: the call is the model's, under its slug (log rows, answers).
+      const slug = snapshot.candidates[0]!.modelSlug
       // A small prompt is counted at once, as part of this step; a large one in slices.
       const promptEstimate = chars <= SLICE_CHARS ? countPromptTokens(request.messages) : yield* estimateLargePrompt(caller, snapshot, request)
       const spend = yield* spendChecks(caller, snapshot, promptEstimate, maxTokens)
@@ -208,7 +228,7 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
         requestId: objectId(REQUEST_ID_PREFIX[requestType]),
         requestType,
         caller,
-        request,
+        request: slug === request.model ? request : { ...request, model: slug },
         candidates: orderCandidates(snapshot.candidates),
         promptEstimate,
         ...spend,
@@ -342,7 +362,7 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
     const settle = (call: TrackedCall, id: string, admitted: Admitted, outcome: Outcome, callSpan?: Tracer.Span) =>
       Effect.suspend(() => {
         const caller = admitted.caller
-        const cost = costOf(outcome.candidate, outcome.usage)
+        const cost = costOf(outcome.candidate, outcome.usage, outcome.cache)
         const now = new Date(clock.unsafeCurrentTimeMillis())
         recordMetrics(admitted, outcome, cost, now.getTime() - admitted.startedAt)
         // The span carries the settlement's attributes, and the writes join its trace. With call
@@ -408,13 +428,15 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
     })
 
     /**
-     * A call of another operation than chat (embeddings): `attempt` calls one candidate, routed
-     * with failover; settled on the usage the answer reports, or on the prompt estimate when that
-     * is out of bounds (such answers have no output tokens). Gives the answer and the usage billed.
+     * A call of another operation than chat completions (embeddings, messages): `attempt` calls
+     * one candidate, routed with failover; settled on the usage the answer reports (with its cache
+     * tokens), or on the prompt estimate and the tokens of `emitted` (none: no output tokens, as
+     * embeddings) when that is out of bounds. Gives the answer and the usage billed.
      */
-    const serveAndSettle = Effect.fnUntraced(function*<A extends { readonly usage: Usage }>(
+    const serveAndSettle = Effect.fnUntraced(function*<A extends Served>(
       admitted: Admitted,
-      attempt: (candidate: Candidate, call: UpstreamCall) => Effect.Effect<A, UpstreamError>
+      attempt: (candidate: Candidate, call: UpstreamCall) => Effect.Effect<A, UpstreamError>,
+      emitted?: (value: A) => string
     ) {
       const id = randomUUID()
       const call = track(id, admitted)
@@ -423,19 +445,20 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
         (c) => Effect.flatMap(callFor(admitted, c), (base) => attempt(c, base))
       ).pipe(Effect.tapErrorCause(() => dropped(call, admitted)))
       if (usageInBounds(value.usage)) {
-        yield* settle(call, id, admitted, { candidate, usage: value.usage, method: "reported", status: "success", errorMessage: null })
+        yield* settle(call, id, admitted, { candidate, usage: value.usage, method: "reported", status: "success", errorMessage: null, cache: value.cache })
         return { value, usage: value.usage }
       }
-      const usage = estimatedUsage(admitted, 0)
+      const usage = estimatedUsage(admitted, emitted === undefined ? 0 : yield* countTextTokensYielding(emitted(value)))
       yield* settle(call, id, admitted, { candidate, usage, method: "estimated", status: "success", errorMessage: UNTRUSTED_USAGE, reportedUsage: value.usage })
       return { value, usage }
     })
     /** As `complete`: once sent upstream, the call runs to its answer and is settled even if the client leaves. */
-    const serve = <A extends { readonly usage: Usage }>(
+    const serve = <A extends Served>(
       admitted: Admitted,
-      attempt: (candidate: Candidate, call: UpstreamCall) => Effect.Effect<A, UpstreamError>
+      attempt: (candidate: Candidate, call: UpstreamCall) => Effect.Effect<A, UpstreamError>,
+      emitted?: (value: A) => string
     ): Effect.Effect<{ readonly value: A; readonly usage: Usage }, BadGateway | GatewayTimeout> =>
-      Effect.uninterruptible(serveAndSettle(admitted, attempt))
+      Effect.uninterruptible(serveAndSettle(admitted, attempt, emitted))
 
     /** Non-streaming: route with failover, settle with the reported usage (the gateway's count when it is out of bounds). */
     const complete = (admitted: Admitted): Effect.Effect<ChatCompletion, BadGateway | GatewayTimeout> =>
@@ -452,12 +475,15 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
       )
 
     /**
-     * Streaming: failover happens before the first byte; afterwards an upstream drop ends the
-     * stream with finish_reason stop (and no [DONE]). Whatever ends the stream (completion,
-     * drop, client disconnect), emitted tokens are settled exactly once.
+     * A stream of any shape: `open` opens one candidate's stream, running `onEnd` once it has
+     * ended (UpstreamCall.onEnd). Failover happens before the first byte. Whatever ends the
+     * stream (completion, drop, client disconnect), what `tally` counted is settled exactly once.
      */
-    const stream = Effect.fnUntraced(function*(admitted: Admitted) {
-      const tally = streamTally(admitted)
+    const openStream = Effect.fnUntraced(function*<A>(
+      admitted: Admitted,
+      tally: StreamAccount,
+      open: (candidate: Candidate, attempt: UpstreamCall, onEnd: StreamEnd) => Effect.Effect<Stream.Stream<A, UpstreamError>, UpstreamError>
+    ) {
       const id = randomUUID()
       const call = track(id, admitted)
       // The model call's span lasts until the stream is settled, past this handler's end.
@@ -491,9 +517,7 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
         (c) =>
           Effect.flatMap(callFor(admitted, c), (attempt) => {
             inFlight = c
-            return adapters.get(c.kind).stream({ ...attempt, step: tally.relabel, onEnd: ended(c), onTerminator: tally.noteTerminator }).pipe(
-              Effect.tapError(() => Effect.sync(() => (inFlight = undefined)))
-            )
+            return open(c, attempt, ended(c)).pipe(Effect.tapError(() => Effect.sync(() => (inFlight = undefined))))
           })
       )
       const { value: chunks } = yield* (callSpan === undefined ? routed : Effect.withParentSpan(routed, callSpan)).pipe(
@@ -501,6 +525,20 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
         Effect.tapError((error) => Effect.zipRight(failed(admitted, error, callSpan), unserved(Exit.fail(error))))
       )
       upstreamAnswered(admitted.exchange)
+      return chunks
+    })
+
+    /**
+     * Streaming chat: as openStream, with the adapters' chat chunks; an upstream drop ends the
+     * stream with finish_reason stop (and no [DONE]).
+     */
+    const stream = Effect.fnUntraced(function*(admitted: Admitted) {
+      const tally = streamTally(admitted)
+      const chunks = yield* openStream(
+        admitted,
+        tally,
+        (c, attempt, onEnd) => adapters.get(c.kind).stream({ ...attempt, step: tally.relabel, onEnd, onTerminator: tally.noteTerminator })
+      )
       const body = chunks.pipe(
         // The drop was noted (and settled) by `ended`, which runs before this handler.
         Stream.catchAll((error) => {
@@ -517,6 +555,6 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
       return { chunks: body, dropped: tally.dropped, terminated: tally.terminated }
     })
 
-    return { isAgentModel, admit, admitTurn, complete, stream, serve, settle } as const
+    return { isAgentModel, admit, admitTurn, complete, stream, openStream, serve, settle } as const
   })
 }) {}

@@ -44,7 +44,7 @@ export const UNTRUSTED_USAGE = "reported usage out of bounds; billed on the gate
 /** Everything settlement needs, fixed at admission. */
 export interface Admitted {
   readonly requestId: string
-  /** The log row's request_type: `chat.completion`, `response`, `agent` or `embedding`. */
+  /** The log row's request_type: `chat.completion`, `response`, `agent`, `embedding` or `messages`. */
   readonly requestType: RequestType
   readonly caller: Caller
   readonly request: ChatRequest
@@ -84,12 +84,32 @@ export interface Outcome {
    * gateway's count, and the log row keeps this in its metadata (`reported_usage`).
    */
   readonly reportedUsage?: Usage | undefined
+  /** Prompt tokens the provider read from / wrote to its prompt cache (part of usage.prompt_tokens), priced apart. */
+  readonly cache?: CacheUsage | undefined
+}
+
+/** Prompt tokens served from (read) and added to (write) a provider's prompt cache (Anthropic's cache usage). */
+export interface CacheUsage {
+  readonly read: number
+  readonly write: number
 }
 
 const ZERO = BigDecimal.make(0n, 0)
 
-export const costOf = (candidate: Candidate, usage: Usage) =>
-  BigDecimal.sum(perMillion(usage.prompt_tokens, candidate.inputUsdPerMtok), perMillion(usage.completion_tokens, candidate.outputUsdPerMtok))
+/**
+ * A call's cost: prompt tokens at the input price, completion tokens at the output price; of the
+ * prompt, tokens read from or written to the provider's cache at their own prices (unset: the input price).
+ */
+export const costOf = (candidate: Candidate, usage: Usage, cache?: CacheUsage) => {
+  const output = perMillion(usage.completion_tokens, candidate.outputUsdPerMtok)
+  if (cache === undefined) return BigDecimal.sum(perMillion(usage.prompt_tokens, candidate.inputUsdPerMtok), output)
+  const input = candidate.inputUsdPerMtok
+  const uncached = Math.max(0, usage.prompt_tokens - cache.read - cache.write)
+  return BigDecimal.sum(
+    BigDecimal.sum(perMillion(uncached, input), output),
+    BigDecimal.sum(perMillion(cache.read, candidate.cacheReadUsdPerMtok ?? input), perMillion(cache.write, candidate.cacheWriteUsdPerMtok ?? input))
+  )
+}
 
 /** The gateway's own count of a call: the admission's prompt estimate and the emitted text's tokens. */
 export const estimatedUsage = (admitted: Admitted, completion: number): Usage => ({
@@ -102,11 +122,17 @@ export const estimatedUsage = (admitted: Admitted, completion: number): Usage =>
  * `gen_ai.operation.name` by request type: the conventions' operation names, in which a
  * Responses API call is a `chat` too (`gateway.request_type` on the span tells them apart).
  */
-const GEN_AI_OPERATION: Record<RequestType, string> = { "chat.completion": "chat", response: "chat", agent: "chat", embedding: "embeddings" }
+const GEN_AI_OPERATION: Record<RequestType, string> = { "chat.completion": "chat", response: "chat", agent: "chat", embedding: "embeddings", messages: "chat" }
 export const genAiOperation = (requestType: RequestType): string => GEN_AI_OPERATION[requestType]
 
 /** The `operation` label of the gateway's own metrics (gateway.inference.requests and its duration): by API. */
-const GATEWAY_OPERATION: Record<RequestType, string> = { "chat.completion": "chat", response: "responses", agent: "responses", embedding: "embeddings" }
+const GATEWAY_OPERATION: Record<RequestType, string> = {
+  "chat.completion": "chat",
+  response: "responses",
+  agent: "responses",
+  embedding: "embeddings",
+  messages: "messages"
+}
 
 /** The model call's span name, per the GenAI conventions: `{gen_ai.operation.name} {gen_ai.request.model}`. */
 export const callSpanName = (admitted: Admitted): string => `${genAiOperation(admitted.requestType)} ${admitted.request.model}`
@@ -248,6 +274,17 @@ export const annotateSettlement = (admitted: Admitted, outcome: Outcome, cost: B
     return current
   })
 
+/** The log row's metadata: the request's ids, whether it streamed, out-of-bounds usage and cache tokens when there are. */
+const metadataOf = (admitted: Admitted, outcome: Outcome): Record<string, unknown> => {
+  const metadata: Record<string, unknown> = { request_id: admitted.requestId, x_request_id: admitted.exchange?.id, stream: admitted.request.stream === true }
+  if (outcome.reportedUsage !== undefined) metadata.reported_usage = outcome.reportedUsage
+  if (outcome.cache !== undefined) {
+    metadata.cache_read_input_tokens = outcome.cache.read
+    metadata.cache_creation_input_tokens = outcome.cache.write
+  }
+  return metadata
+}
+
 /**
  * The call's settlement: its log row, its budget and wallet debits, and whom. `id` is its
  * identity: a retry after an unacknowledged COMMIT finds the log row and applies nothing twice.
@@ -282,9 +319,7 @@ export const settlementOf = (
       token_count_method: outcome.method,
       billing_status: outcome.reportedUsage !== undefined && BigDecimal.greaterThan(cost, ZERO) ? "estimated" : undefined,
       // x_request_id: the HTTP request's id (absent outside one), what a client quotes to support.
-      metadata: outcome.reportedUsage === undefined
-        ? { request_id: admitted.requestId, x_request_id: admitted.exchange?.id, stream: admitted.request.stream === true }
-        : { request_id: admitted.requestId, x_request_id: admitted.exchange?.id, stream: admitted.request.stream === true, reported_usage: outcome.reportedUsage }
+      metadata: metadataOf(admitted, outcome)
     },
     details: {
       log_id: id,

@@ -20,8 +20,11 @@ import type { RateLimiter, RateLimitExceeded, RateLimits, RateLimitState } from 
 import { refusedPart } from "./upstream/Support.js"
 
 export type Caller = PlatformPrincipal | EndUserPrincipal
-/** A model call's kind, its log row's request_type: `agent` is a Responses API call of an agent model. */
-export type RequestType = "chat.completion" | "response" | "agent" | "embedding"
+/**
+ * A model call's kind, its log row's request_type: `agent` is a Responses API call of an agent
+ * model, `messages` a Messages API (Anthropic) call.
+ */
+export type RequestType = "chat.completion" | "response" | "agent" | "embedding" | "messages"
 
 export type WalletSettings = NonNullable<PlatformSettings["end_user_wallet"]>
 export type PreflightError = Forbidden | NotFound | ValidationError | RateLimitExceeded | PaymentRequired
@@ -65,14 +68,14 @@ export const checkModel = (
     }))
   }
   if (chars > maxPromptChars) {
-    const field = requestType === "chat.completion" ? "messages" : "input"
+    const field = requestType === "chat.completion" || requestType === "messages" ? "messages" : "input"
     return Either.left(new ValidationError({
       code: "context_length_exceeded",
       param: field,
       message: `The ${field} hold ${chars} characters of text; this gateway accepts at most ${maxPromptChars} per request`
     }))
   }
-  const refused = refusedPart(request, candidates)
+  const refused = refusedPart(request, candidates, requestType === "messages")
   if (refused !== undefined) {
     return Either.left(new ValidationError({
       code: "unsupported_content",

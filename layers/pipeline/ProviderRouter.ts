@@ -12,6 +12,8 @@ import { callSpans, tracingEnabled } from "../lib/CurrentSpan.js"
 
 export interface Candidate {
   readonly modelId: string
+  /** The model's slug (the request may name it by an alias). */
+  readonly modelSlug: string
   /** What the model serves (the same on each of its candidates). */
   readonly serves: ReadonlyArray<ModelOperation>
   /** Whether the model is an agent model (the same on each of its candidates). */
@@ -26,6 +28,9 @@ export interface Candidate {
   readonly apiKey: string
   readonly inputUsdPerMtok: BigDecimal.BigDecimal
   readonly outputUsdPerMtok: BigDecimal.BigDecimal
+  /** Prompt tokens read from / written to the provider's prompt cache; null or absent: the input price. */
+  readonly cacheReadUsdPerMtok?: BigDecimal.BigDecimal | null | undefined
+  readonly cacheWriteUsdPerMtok?: BigDecimal.BigDecimal | null | undefined
 }
 
 /** Lowest priority value first; within a priority, a weighted random order. */

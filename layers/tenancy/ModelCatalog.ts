@@ -7,6 +7,7 @@ import { parse as parseYaml } from "yaml"
 import { EMBEDDING_KINDS, type ModelConfig, ModelInput, type ModelOperation, ProviderInput } from "../../schemas/Catalog.js"
 import { ValidationError } from "../../schemas/Errors.js"
 import { dec, sqlDec } from "../lib/Money.js"
+import { isUniqueViolation } from "../lib/SqlErrors.js"
 
 interface ProviderRow {
   readonly id: string
@@ -22,6 +23,7 @@ interface ConfigRow {
   readonly model_slug: string
   readonly model_serves: ReadonlyArray<ModelOperation>
   readonly model_agent: boolean
+  readonly model_aliases: ReadonlyArray<string>
   readonly model_created_at: Date
   readonly provider: string | null
   readonly provider_model_id: string | null
@@ -30,6 +32,8 @@ interface ConfigRow {
   readonly enabled: boolean | null
   readonly input_usd_per_mtok: string | null
   readonly output_usd_per_mtok: string | null
+  readonly cache_read_usd_per_mtok: string | null
+  readonly cache_write_usd_per_mtok: string | null
 }
 
 /** The GATEWAY_CONFIG file: the admin endpoints' bodies, as YAML or JSON. */
@@ -46,6 +50,7 @@ const toModelConfigs = (rows: ReadonlyArray<ConfigRow>): Array<ModelConfig> => {
       slug: string
       serves: ReadonlyArray<ModelOperation>
       agent: boolean
+      aliases: ReadonlyArray<string>
       created_at: Date
       providers: Array<ModelConfig["providers"][number]>
     }
@@ -57,6 +62,7 @@ const toModelConfigs = (rows: ReadonlyArray<ConfigRow>): Array<ModelConfig> => {
         slug: row.model_slug,
         serves: row.model_serves,
         agent: row.model_agent,
+        aliases: row.model_aliases,
         created_at: row.model_created_at,
         providers: []
       }
@@ -69,7 +75,9 @@ const toModelConfigs = (rows: ReadonlyArray<ConfigRow>): Array<ModelConfig> => {
         weight: row.weight!,
         enabled: row.enabled!,
         input_usd_per_mtok: dec(row.input_usd_per_mtok!),
-        output_usd_per_mtok: dec(row.output_usd_per_mtok!)
+        output_usd_per_mtok: dec(row.output_usd_per_mtok!),
+        cache_read_usd_per_mtok: row.cache_read_usd_per_mtok === null ? null : dec(row.cache_read_usd_per_mtok),
+        cache_write_usd_per_mtok: row.cache_write_usd_per_mtok === null ? null : dec(row.cache_write_usd_per_mtok)
       })
     }
   }
@@ -91,8 +99,10 @@ export class ModelCatalog extends Effect.Service<ModelCatalog>()("gateway/ModelC
     const modelConfigs = (slug: string | undefined) =>
       sql<ConfigRow>`SELECT m.id AS model_id, m.slug AS model_slug, m.serves AS model_serves, m.agent AS model_agent,
           m.created_at AS model_created_at,
+          ARRAY(SELECT a.alias FROM model_aliases a WHERE a.model_id = m.id ORDER BY a.alias) AS model_aliases,
           p.slug AS provider, mp.provider_model_id, mp.priority, mp.weight, mp.enabled,
-          mp.input_usd_per_mtok::text, mp.output_usd_per_mtok::text
+          mp.input_usd_per_mtok::text, mp.output_usd_per_mtok::text,
+          mp.cache_read_usd_per_mtok::text, mp.cache_write_usd_per_mtok::text
         FROM models m LEFT JOIN model_providers mp ON mp.model_id = m.id LEFT JOIN providers p ON p.id = mp.provider_id
         ${slug === undefined ? sql`` : sql`WHERE m.slug = ${slug}`}
         ORDER BY m.slug, mp.priority, p.slug`.pipe(Effect.map(toModelConfigs), Effect.orDie)
@@ -125,18 +135,41 @@ export class ModelCatalog extends Effect.Service<ModelCatalog>()("gateway/ModelC
         if (input.agent && !input.serves.includes("chat")) {
           return yield* new ValidationError({ code: "validation_error", param: "agent", message: "An agent model must serve chat" })
         }
+        // A name resolves to one model: an alias is no other model's slug or alias, a slug no other model's alias.
+        const taken = yield* sql<{ name: string }>`SELECT a.alias AS name FROM model_aliases a JOIN models m ON m.id = a.model_id
+            WHERE m.slug <> ${input.slug} AND (a.alias = ${input.slug} ${input.aliases.length === 0 ? sql`` : sql`OR a.alias IN ${sql.in(input.aliases)}`})
+          ${input.aliases.length === 0 ? sql`` : sql`UNION ALL SELECT slug AS name FROM models WHERE slug IN ${sql.in(input.aliases)}`}
+          LIMIT 1`
+        if (taken[0] !== undefined) {
+          return yield* new ValidationError({
+            code: "validation_error",
+            param: "aliases",
+            message: `The name ${taken[0].name} already names another model (as its slug or alias)`
+          })
+        }
         const [model] = yield* sql<{ id: string }>`INSERT INTO models (slug, serves, agent)
           VALUES (${input.slug}, ${`{${input.serves.join(",")}}`}::text[], ${input.agent})
           ON CONFLICT (slug) DO UPDATE SET serves = excluded.serves, agent = excluded.agent RETURNING id`
         yield* sql`DELETE FROM model_providers WHERE model_id = ${model!.id}`
         for (const p of input.providers) {
           yield* sql`INSERT INTO model_providers (model_id, provider_id, provider_model_id, priority, weight, enabled,
-              input_usd_per_mtok, output_usd_per_mtok)
+              input_usd_per_mtok, output_usd_per_mtok, cache_read_usd_per_mtok, cache_write_usd_per_mtok)
             VALUES (${model!.id}, ${ids.get(p.provider)!}, ${p.provider_model_id}, ${p.priority}, ${p.weight}, ${p.enabled},
-              ${sqlDec(p.input_usd_per_mtok)}, ${sqlDec(p.output_usd_per_mtok)})`
+              ${sqlDec(p.input_usd_per_mtok)}, ${sqlDec(p.output_usd_per_mtok)},
+              ${p.cache_read_usd_per_mtok === null ? null : sqlDec(p.cache_read_usd_per_mtok)}::numeric,
+              ${p.cache_write_usd_per_mtok === null ? null : sqlDec(p.cache_write_usd_per_mtok)}::numeric)`
         }
+        yield* sql`DELETE FROM model_aliases WHERE model_id = ${model!.id}`
+        for (const alias of input.aliases) yield* sql`INSERT INTO model_aliases (alias, model_id) VALUES (${alias}, ${model!.id})`
         return (yield* modelConfigs(input.slug))[0]!
-      }).pipe(sql.withTransaction, Effect.catchTag("SqlError", Effect.die))
+      }).pipe(
+        sql.withTransaction,
+        // Two upserts racing for one alias: the primary key refuses the second.
+        Effect.catchTag("SqlError", (e) =>
+          isUniqueViolation(e)
+            ? new ValidationError({ code: "validation_error", param: "aliases", message: "An alias already names another model" })
+            : Effect.die(e))
+      )
 
     const listModels = modelConfigs(undefined)
 
@@ -150,10 +183,10 @@ export class ModelCatalog extends Effect.Service<ModelCatalog>()("gateway/ModelC
         JOIN model_providers mp ON mp.model_id = m.id AND mp.enabled
         JOIN providers p ON p.id = mp.provider_id
         JOIN platform_provider_keys k ON k.provider_id = p.id AND k.platform_id = ${platformId} AND k.is_active
-        ${slug === undefined ? sql`` : sql`WHERE m.slug = ${slug}`}
+        ${slug === undefined ? sql`` : sql`WHERE m.slug = ${slug} OR m.id IN (SELECT a.model_id FROM model_aliases a WHERE a.alias = ${slug})`}
         ORDER BY m.slug, mp.priority, p.slug`.pipe(Effect.orDie)
 
-    /** GET /v1/models/{model}: the model when the platform may call it (the list's rule). */
+    /** GET /v1/models/{model}: the model when the platform may call it (the list's rule), by slug or alias. */
     const visibleModel = (platformId: string, slug: string) =>
       Effect.map(visibleModels(platformId, slug), (rows) => Option.fromNullable(rows[0]))
 

@@ -61,7 +61,7 @@ const payloadOf = (text: string | null) =>
     return decoded._tag === "Right" ? Effect.succeed(decoded.right) : HttpApiError.HttpApiDecodeError.refailParseError(decoded.left)
   })
 
-const notJson = (cause: unknown) =>
+export const notJson = (cause: unknown) =>
   new BadRequest({
     code: "invalid_json",
     message: `The request body is not valid JSON${cause instanceof Error ? `: ${cause.message}` : ""}`
@@ -118,11 +118,11 @@ const send = (res: ServerResponse, reply: Reply, exchange: HttpExchange): Effect
  * costs an uninterruptible region and a match per stream (hot-path rule "plain code at the I/O
  * edges", docs/performance.md).
  */
-const endStarted = (res: ServerResponse) => () => {
+export const endStarted = (res: ServerResponse) => () => {
   if (res.headersSent && !res.writableEnded) res.end()
 }
 
-const drained = (res: ServerResponse) =>
+export const drained = (res: ServerResponse) =>
   Effect.async<void>((resume) => {
     const go = () => resume(Effect.void)
     res.once("drain", go)
@@ -130,7 +130,7 @@ const drained = (res: ServerResponse) =>
   })
 
 /** The platform's server span (name, kind, attributes), made only when tracing is on. */
-const serverSpan = (req: IncomingMessage, res: ServerResponse) => <A, E, R>(self: Effect.Effect<A, E, R>) =>
+export const serverSpan = (req: IncomingMessage, res: ServerResponse) => <A, E, R>(self: Effect.Effect<A, E, R>) =>
   Effect.flatMap(FiberRef.get(Headers.currentRedactedNames), (redacted) => {
     const headers = Headers.fromInput(req.headers as Record<string, string | ReadonlyArray<string> | undefined>)
     return Effect.useSpan(`http.server ${req.method}`, {

@@ -1,6 +1,6 @@
 // A fake Anthropic Messages upstream (POST {url}/messages): real Anthropic JSON and SSE events
 // (message_start, content blocks, message_delta, message_stop), with the shared fake behaviours.
-import { type FakeProtocol, type FakeUpstream, type Plan, sse, startFake } from "./FakeOpenAi.js"
+import { type FakeProtocol, type FakeUpstream, type FakeUsage, type Plan, sse, startFake } from "./FakeOpenAi.js"
 
 const blockText = (content: any): string =>
   typeof content === "string"
@@ -10,7 +10,15 @@ const blockText = (content: any): string =>
     : ""
 
 /** A tool call is preceded by a short text block, as Claude usually does: block indexes 0 and 1. */
-const PREAMBLE = "Let me check."
+export const PREAMBLE = "Let me check."
+
+/** Anthropic's usage: input tokens apart from the prompt cache's, when the fake is told to report a cache. */
+const usageOf = (usage: FakeUsage, output: number) => ({
+  input_tokens: usage.prompt,
+  output_tokens: output,
+  ...(usage.cacheRead !== undefined ? { cache_read_input_tokens: usage.cacheRead } : {}),
+  ...(usage.cacheWrite !== undefined ? { cache_creation_input_tokens: usage.cacheWrite } : {})
+})
 
 const errorType = (status: number) =>
   status === 529
@@ -60,7 +68,7 @@ const anthropicProtocol: FakeProtocol = {
     content: contentBlocks(plan),
     stop_reason: stopReason(plan),
     stop_sequence: null,
-    usage: { input_tokens: usage.prompt, output_tokens: usage.completion }
+    usage: usageOf(usage, usage.completion)
   }),
   frames: (plan, usage, c, n) => {
     const ev = (type: string, data: object) => sse({ type, ...data }, type)
@@ -74,7 +82,7 @@ const anthropicProtocol: FakeProtocol = {
           content: [],
           stop_reason: null,
           stop_sequence: null,
-          usage: { input_tokens: usage.prompt, output_tokens: 1 }
+          usage: usageOf(usage, 1)
         }
       })
     ]

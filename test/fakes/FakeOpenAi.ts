@@ -22,6 +22,8 @@ export interface FakeBehavior {
   readonly reply?: string
   /** Arguments of the scripted tool call; default `{"city":"Paris"}`. */
   readonly toolArguments?: string
+  /** Text the model says before its tool call (the Anthropic fake always says "Let me check."); default none. */
+  readonly toolPreamble?: string
   /** Answer `status` (with a provider-shaped error body) to the next `times` requests. */
   readonly fail?: { readonly status: number; readonly times: number; readonly message?: string }
   /** Accept the request and never answer (the client must time out). */
@@ -62,12 +64,16 @@ export type Plan =
     readonly name: string
     readonly arguments: string
     readonly pieces: ReadonlyArray<string>
+    readonly preamble?: string | undefined
   }
 
 /** The usage every fake reports: prompt = messages x 10, completion = content chunks sent in full. */
 export interface FakeUsage {
   readonly prompt: number
   readonly completion: number
+  /** Prompt tokens read from / written to a prompt cache (the Anthropic fake reports them apart from `prompt`). */
+  readonly cacheRead?: number
+  readonly cacheWrite?: number
 }
 
 /** SSE frames of a stream: content frames are what the `...AfterChunks` limits and `chunkDelayMs` count. */
@@ -167,7 +173,14 @@ const planFor = (c: Conversation, behavior: FakeBehavior, n: number): Plan => {
   if (c.firstToolName !== undefined && c.lastIsUser) {
     const args = behavior.toolArguments ?? `{"city":"Paris"}`
     const half = Math.ceil(args.length / 2)
-    return { kind: "tool", callId: `call_fake_${n}`, name: c.firstToolName, arguments: args, pieces: [args.slice(0, half), args.slice(half)] }
+    return {
+      kind: "tool",
+      callId: `call_fake_${n}`,
+      name: c.firstToolName,
+      arguments: args,
+      pieces: [args.slice(0, half), args.slice(half)],
+      preamble: behavior.toolPreamble
+    }
   }
   const reply = behavior.reply ?? "Hello from the fake upstream"
   const text = c.schema !== undefined ? JSON.stringify(valueFor(c.schema, reply)) : c.json ? JSON.stringify({ reply }) : reply
@@ -351,7 +364,7 @@ const openAiProtocol: FakeProtocol = {
         ? { role: "assistant", content: plan.text, refusal: null }
         : {
           role: "assistant",
-          content: null,
+          content: plan.preamble ?? null,
           refusal: null,
           tool_calls: [{ id: plan.callId, type: "function", function: { name: plan.name, arguments: plan.arguments } }]
         },
@@ -366,6 +379,7 @@ const openAiProtocol: FakeProtocol = {
       sse({ ...base, choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }] })
     const head = [choice({ role: "assistant", content: "", refusal: null })]
     if (plan.kind === "tool") {
+      if (plan.preamble !== undefined) head.push(choice({ content: plan.preamble }))
       head.push(choice({ tool_calls: [{ index: 0, id: plan.callId, type: "function", function: { name: plan.name, arguments: "" } }] }))
     }
     const content = plan.kind === "text"

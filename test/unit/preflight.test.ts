@@ -34,6 +34,7 @@ const noScope: EndUserPrincipal = { ...endUser, scopes: [] }
 
 const candidate = (over: Partial<Candidate> = {}): Candidate => ({
   modelId: "model-1",
+  modelSlug: "stub/model",
   serves: ["chat"],
   agent: false,
   providerId: "provider-1",

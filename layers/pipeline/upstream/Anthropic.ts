@@ -172,7 +172,7 @@ const UsageWire = Schema.Struct({
   cache_creation_input_tokens: Schema.optional(Schema.NullOr(Schema.Number)),
   cache_read_input_tokens: Schema.optional(Schema.NullOr(Schema.Number))
 })
-type UsageWire = typeof UsageWire.Type
+export type UsageWire = typeof UsageWire.Type
 
 const BlockWire = Schema.Struct({
   type: Schema.String,
@@ -214,7 +214,7 @@ const decodeMessage = jsonDecoder(MessageWire, "anthropic message")
 const decodeEvent = jsonDecoder(EventWire, "anthropic stream event")
 
 // Cached prompt tokens are reported apart from input_tokens; the prompt is all of them.
-const promptTokens = (u: UsageWire): number =>
+export const promptTokens = (u: UsageWire): number =>
   (u.input_tokens ?? 0) + (u.cache_creation_input_tokens ?? 0) + (u.cache_read_input_tokens ?? 0)
 
 export const finishReason = (stopReason: string | null | undefined): string => {
@@ -266,7 +266,7 @@ const knownErrorTypes = new Set([
   "overloaded_error"
 ])
 
-const streamError = (error: EventWire["error"]) => {
+export const streamError = (error: EventWire["error"]) => {
   const type = error?.type ?? "error"
   const status = retryableErrors[type]
   return new UpstreamError({

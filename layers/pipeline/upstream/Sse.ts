@@ -114,9 +114,9 @@ export class SseParser {
   }
 }
 
-/** What one provider event contributes: chunks to emit, and whether it was the terminator. */
-export interface Step {
-  readonly chunks: ReadonlyArray<ChatChunk>
+/** What one provider event contributes: chunks (chat chunks, or relayed events) to emit, and whether it was the terminator. */
+export interface Step<A = ChatChunk> {
+  readonly chunks: ReadonlyArray<A>
   readonly done: boolean
 }
 
@@ -139,7 +139,9 @@ export const lineTooLongError = (maxLineLength: number) =>
   })
 
 /** What sseChunks takes from the call: the caller's hooks, and what a failure's log names. */
-export type SseHooks = Partial<Pick<UpstreamCall, "step" | "onEnd" | "onTerminator" | "apiKey" | "providerModelId">>
+export interface SseHooks<A = ChatChunk> extends Partial<Pick<UpstreamCall, "onEnd" | "onTerminator" | "apiKey" | "providerModelId">> {
+  readonly step?: ((chunk: A) => A | undefined) | undefined
+}
 
 /**
  * A provider's SSE body as chat chunks, up to its terminator: read, parsed and translated in one
@@ -156,13 +158,13 @@ export type SseHooks = Partial<Pick<UpstreamCall, "step" | "onEnd" | "onTerminat
  * A failure after them is logged here with the provider's redacted text (the router logs those
  * before), then ends the stream.
  */
-export const sseChunks = (
+export const sseChunks = <A = ChatChunk>(
   body: ByteSource,
-  translate: (event: SseEvent) => Either.Either<Step, UpstreamError>,
+  translate: (event: SseEvent) => Either.Either<Step<A>, UpstreamError>,
   /** The caller's per-chunk step and end (UpstreamCall.step and onEnd), applied here: no stages of their own. */
-  hooks: SseHooks = {},
+  hooks: SseHooks<A> = {},
   maxLineLength: number = defaultUpstreamLimits.maxSseLineLength
-): Effect.Effect<Stream.Stream<ChatChunk, UpstreamError>, UpstreamError> =>
+): Effect.Effect<Stream.Stream<A, UpstreamError>, UpstreamError> =>
   Effect.suspend(() => {
     const { step: stepOf, onEnd } = hooks
     const parser = new SseParser(maxLineLength)
@@ -173,7 +175,7 @@ export const sseChunks = (
     /** What stopped the stream, waiting behind the chunks emitted before it. */
     let failure: UpstreamError | undefined
     /** Translates events until the terminator or a failure into `out`. */
-    const translateAll = (events: ReadonlyArray<SseEvent>, out: Array<ChatChunk>) => {
+    const translateAll = (events: ReadonlyArray<SseEvent>, out: Array<A>) => {
       for (const event of events) {
         const step = translate(event)
         if (Either.isLeft(step)) {
@@ -202,9 +204,9 @@ export const sseChunks = (
         )
         : Effect.zipRight(body.close(false), Effect.fail(error))
     /** The next batch of chunks (perhaps empty), or undefined at the end. */
-    const pull: Effect.Effect<Chunk.Chunk<ChatChunk> | undefined, UpstreamError> = Effect.suspend(() =>
+    const pull: Effect.Effect<Chunk.Chunk<A> | undefined, UpstreamError> = Effect.suspend(() =>
       ending() ?? Effect.flatMap(body.read, (read) => {
-        const out: Array<ChatChunk> = []
+        const out: Array<A> = []
         if (Option.isSome(read)) {
           for (const bytes of read.value) {
             translateAll(parser.push(bytes), out)
@@ -226,11 +228,11 @@ export const sseChunks = (
     // A channel written out rather than Stream.repeatEffectChunkOption, which wraps every pull's
     // result in an Option and a tuple and catches its end as a failure (hot-path rule "few
     // stream stages", docs/performance.md).
-    const batches: Channel.Channel<Chunk.Chunk<ChatChunk>, unknown, UpstreamError, unknown, void, unknown> = Channel.unwrap(
+    const batches: Channel.Channel<Chunk.Chunk<A>, unknown, UpstreamError, unknown, void, unknown> = Channel.unwrap(
       Effect.map(pull, (batch) => batch === undefined ? Channel.void : Channel.flatMap(Channel.write(batch), () => batches))
     )
     /** The stream that starts with the first batch (undefined: the body ended cleanly without chunks). */
-    const startingWith = (batch: Chunk.Chunk<ChatChunk> | undefined): Stream.Stream<ChatChunk, UpstreamError> => {
+    const startingWith = (batch: Chunk.Chunk<A> | undefined): Stream.Stream<A, UpstreamError> => {
       started = true
       const channel = batch === undefined ? batches : Channel.flatMap(Channel.write(batch), () => batches)
       // Complete: the terminator was read (not a failure, not an end before it).
@@ -240,7 +242,7 @@ export const sseChunks = (
       }))
     }
     /** Pulls until the first chunks are in hand (or the body ended cleanly without any). */
-    const first: Effect.Effect<Stream.Stream<ChatChunk, UpstreamError>, UpstreamError> = Effect.flatMap(
+    const first: Effect.Effect<Stream.Stream<A, UpstreamError>, UpstreamError> = Effect.flatMap(
       pull,
       (batch) => batch !== undefined && batch.length === 0 ? first : Effect.succeed(startingWith(batch))
     )

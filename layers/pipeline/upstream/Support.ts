@@ -23,13 +23,21 @@ const refusal: Readonly<Record<ProviderKind, (part: ContentPart) => { field: str
   mock: () => undefined
 }
 
-/** The first content part one of the candidates' kinds cannot take; undefined when all take every part. */
-export const refusedPart = (request: ChatRequest, candidates: ReadonlyArray<{ readonly kind: ProviderKind }>): RefusedPart | undefined => {
+/**
+ * The first content part one of the candidates' kinds cannot take; undefined when all take every
+ * part. `native`: a Messages API call, which `anthropic` upstreams get as the client sent it.
+ */
+export const refusedPart = (
+  request: ChatRequest,
+  candidates: ReadonlyArray<{ readonly kind: ProviderKind }>,
+  native = false
+): RefusedPart | undefined => {
   for (const [i, message] of request.messages.entries()) {
     const content = message.content
     if (content === undefined || content === null || typeof content === "string") continue
     for (const [j, part] of content.entries()) {
       for (const candidate of candidates) {
+        if (native && candidate.kind === "anthropic") continue
         const refused = refusal[candidate.kind](part)
         if (refused !== undefined) return { param: `messages.${i}.content.${j}.${refused.field}`, what: refused.what }
       }
