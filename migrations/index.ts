@@ -20,6 +20,7 @@ import budgetReservations from "./0020_budget_reservations.js"
 import responseIncompleteReason from "./0022_response_incomplete_reason.js"
 import modelServes from "./0023_model_serves.js"
 import modelAgent from "./0024_model_agent.js"
+import usageRollup from "./0026_usage_rollup.js"
 
 export const migrations = Migrator.fromRecord({
   "0001_foundation": foundation,
@@ -41,5 +42,6 @@ export const migrations = Migrator.fromRecord({
   "0020_budget_reservations": budgetReservations,
   "0022_response_incomplete_reason": responseIncompleteReason,
   "0023_model_serves": modelServes,
-  "0024_model_agent": modelAgent
+  "0024_model_agent": modelAgent,
+  "0026_usage_rollup": usageRollup
 })
