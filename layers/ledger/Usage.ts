@@ -111,64 +111,90 @@ const countsOf = (row: Row): UsageTotals => ({
   cost_usd: sqlDec(dec(row.cost_usd))
 })
 
+/** Which platforms a report counts: conditions on the rollup's rows and on the log's. */
+export interface PlatformScope {
+  readonly scope: Fragment
+  readonly logScope: Fragment
+}
+
+/** One platform (not an id: none). */
+export const onePlatform = (sql: PgClient.PgClient, platformId: string): PlatformScope => {
+  const scope = isUuid(platformId) ? sql`platform_id = ${platformId}` : sql`false`
+  return { scope, logScope: scope }
+}
+
+/** Every platform; the log's index leads with the platform, so its edges are read one index range per platform. */
+export const everyPlatform = (sql: PgClient.PgClient): PlatformScope =>
+  ({ scope: sql`true`, logScope: sql`platform_id = ANY(ARRAY(SELECT id FROM platforms))` })
+
+/**
+ * The cells of a range: rollup rows of its whole hours and raw log rows of its edges, in the
+ * rollup's columns, under the same counting rules as the rollup's triggers.
+ */
+const cells = (sql: PgClient.PgClient, platforms: PlatformScope, from: Date, to: Date, query: UsageQuery) => {
+  const filters = [
+    ...(query.end_user_id === undefined ? [] : [isUuid(query.end_user_id) ? sql`end_user_id = ${query.end_user_id}` : sql`false`]),
+    ...(query.model === undefined ? [] : [sql`model_slug = ${query.model}`])
+  ]
+  const { whole, edges } = splitRange(from, to)
+  const parts = []
+  if (whole !== null) {
+    parts.push(sql`SELECT platform_id, hour, end_user_id, model_slug, provider_id, calls, errors, input_tokens, output_tokens, cost_usd
+      FROM usage_hourly WHERE ${sql.and([platforms.scope, sql`hour >= ${whole[0]}`, sql`hour < ${whole[1]}`, ...filters])}`)
+  }
+  if (edges.length > 0) {
+    const within = sql.or(edges.map(([a, b]) => sql`(created_at >= ${a} AND created_at < ${b})`))
+    parts.push(sql`SELECT platform_id, date_trunc('hour', created_at AT TIME ZONE 'UTC') AT TIME ZONE 'UTC' AS hour,
+        end_user_id, model_slug, provider_id, 1::bigint AS calls,
+        CASE WHEN status <> 'success' OR billing_status = 'failed' THEN 1 ELSE 0 END::bigint AS errors,
+        prompt_tokens::bigint AS input_tokens, completion_tokens::bigint AS output_tokens,
+        CASE WHEN billing_status IN ('billed', 'estimated') THEN estimated_cost_usd ELSE 0 END AS cost_usd
+      FROM inference_logs WHERE ${sql.and([platforms.logScope, within, ...filters])}`)
+  }
+  return parts.reduce((all, part) => sql`${all} UNION ALL ${part}`)
+}
+
+/**
+ * The report's statement: the buckets (the costliest `limit` + 1 for a dimension, every one for
+ * time) and a row of totals (`total`). Exported for bench/usage.ts, which explains it.
+ */
+export const reportStatement = (sql: PgClient.PgClient, platforms: PlatformScope, from: Date, to: Date, query: UsageQuery) => {
+  const groupBy = query.group_by
+  const time = isTime(groupBy)
+  const labels = groupBy === "provider"
+    ? sql`LEFT JOIN providers p ON p.id = g.k`
+    : groupBy === "end_user"
+    ? sql`LEFT JOIN end_users e ON e.id = g.k`
+    : sql.literal("")
+  // Dimensions answer the costliest buckets first, at most `limit` (one more tells has_more).
+  const limit = time ? sql.literal("") : sql`LIMIT ${query.limit + 1}`
+  return sql<Row>`WITH c AS (${cells(sql, platforms, from, to, query)}),
+      g AS (SELECT ${sql.literal(KEY_EXPRESSION[groupBy])} AS k, sum(c.calls) AS calls, sum(c.errors) AS errors,
+          sum(c.input_tokens) AS input_tokens, sum(c.output_tokens) AS output_tokens, sum(c.cost_usd) AS cost_usd
+        FROM c GROUP BY 1),
+      ranked AS (SELECT g.*, row_number() OVER (ORDER BY g.cost_usd DESC, g.calls DESC, g.k NULLS LAST) AS ord
+        FROM g ORDER BY ord ${limit})
+    SELECT false AS total, g.ord::text AS ord, ${sql.literal(KEY_TEXT[groupBy])} AS key,
+        ${sql.literal(groupBy === "end_user" ? "e.external_id" : "NULL::text")} AS external_id,
+        g.calls::text AS calls, g.errors::text AS errors, g.input_tokens::text AS input_tokens,
+        g.output_tokens::text AS output_tokens, g.cost_usd::text AS cost_usd
+      FROM ranked g ${labels}
+    UNION ALL
+    SELECT true, '0', NULL, NULL, coalesce(sum(calls), 0)::text, coalesce(sum(errors), 0)::text,
+        coalesce(sum(input_tokens), 0)::text, coalesce(sum(output_tokens), 0)::text, coalesce(sum(cost_usd), 0)::text
+      FROM g`
+}
+
 export class Usage extends Effect.Service<Usage>()("gateway/Usage", {
   effect: Effect.gen(function*() {
     const sql = yield* PgClient.PgClient
-
-    /**
-     * The cells of a range: rollup rows of its whole hours and raw log rows of its edges, in the
-     * rollup's columns, under the same counting rules as the rollup's triggers.
-     */
-    const cells = (platforms: PlatformScope, from: Date, to: Date, query: UsageQuery) => {
-      const filters = [
-        ...(query.end_user_id === undefined ? [] : [isUuid(query.end_user_id) ? sql`end_user_id = ${query.end_user_id}` : sql`false`]),
-        ...(query.model === undefined ? [] : [sql`model_slug = ${query.model}`])
-      ]
-      const { whole, edges } = splitRange(from, to)
-      const parts = []
-      if (whole !== null) {
-        parts.push(sql`SELECT platform_id, hour, end_user_id, model_slug, provider_id, calls, errors, input_tokens, output_tokens, cost_usd
-          FROM usage_hourly WHERE ${sql.and([platforms.scope, sql`hour >= ${whole[0]}`, sql`hour < ${whole[1]}`, ...filters])}`)
-      }
-      if (edges.length > 0) {
-        const within = sql.or(edges.map(([a, b]) => sql`(created_at >= ${a} AND created_at < ${b})`))
-        parts.push(sql`SELECT platform_id, date_trunc('hour', created_at AT TIME ZONE 'UTC') AT TIME ZONE 'UTC' AS hour,
-            end_user_id, model_slug, provider_id, 1::bigint AS calls,
-            CASE WHEN status <> 'success' OR billing_status = 'failed' THEN 1 ELSE 0 END::bigint AS errors,
-            prompt_tokens::bigint AS input_tokens, completion_tokens::bigint AS output_tokens,
-            CASE WHEN billing_status IN ('billed', 'estimated') THEN estimated_cost_usd ELSE 0 END AS cost_usd
-          FROM inference_logs WHERE ${sql.and([platforms.logScope, within, ...filters])}`)
-      }
-      return parts.reduce((all, part) => sql`${all} UNION ALL ${part}`)
-    }
 
     const report = (platforms: PlatformScope, query: UsageQuery): Effect.Effect<UsageReport, ValidationError> =>
       Effect.gen(function*() {
         const { from, to } = yield* resolveRange(query, new Date())
         const groupBy = query.group_by
         const time = isTime(groupBy)
-        const labels = groupBy === "provider"
-          ? sql`LEFT JOIN providers p ON p.id = g.k`
-          : groupBy === "end_user"
-          ? sql`LEFT JOIN end_users e ON e.id = g.k`
-          : sql.literal("")
-        // Dimensions answer the costliest buckets first, at most `limit` (one more tells has_more).
-        const limit = time ? sql.literal("") : sql`LIMIT ${query.limit + 1}`
-        const rows = yield* sql<Row>`WITH c AS (${cells(platforms, from, to, query)}),
-            g AS (SELECT ${sql.literal(KEY_EXPRESSION[groupBy])} AS k, sum(c.calls) AS calls, sum(c.errors) AS errors,
-                sum(c.input_tokens) AS input_tokens, sum(c.output_tokens) AS output_tokens, sum(c.cost_usd) AS cost_usd
-              FROM c GROUP BY 1),
-            ranked AS (SELECT g.*, row_number() OVER (ORDER BY g.cost_usd DESC, g.calls DESC, g.k NULLS LAST) AS ord
-              FROM g ORDER BY ord ${limit})
-          SELECT false AS total, g.ord::text AS ord, ${sql.literal(KEY_TEXT[groupBy])} AS key,
-              ${sql.literal(groupBy === "end_user" ? "e.external_id" : "NULL::text")} AS external_id,
-              g.calls::text AS calls, g.errors::text AS errors, g.input_tokens::text AS input_tokens,
-              g.output_tokens::text AS output_tokens, g.cost_usd::text AS cost_usd
-            FROM ranked g ${labels}
-          UNION ALL
-          SELECT true, '0', NULL, NULL, coalesce(sum(calls), 0)::text, coalesce(sum(errors), 0)::text,
-              coalesce(sum(input_tokens), 0)::text, coalesce(sum(output_tokens), 0)::text, coalesce(sum(cost_usd), 0)::text
-            FROM g`.pipe(Effect.orDie)
+        const rows = yield* reportStatement(sql, platforms, from, to, query).pipe(Effect.orDie)
         const totals = rows.find((row) => row.total)
         const grouped = rows.filter((row) => !row.total).sort((a, b) => Number(a.ord) - Number(b.ord))
         const bucket = (row: Row): UsageBucket => groupBy === "end_user"
@@ -198,29 +224,15 @@ export class Usage extends Effect.Service<Usage>()("gateway/Usage", {
       }).pipe(Effect.withSpan("Usage.report", { attributes: { "usage.group_by": query.group_by } }))
 
     /** One platform's usage (its platform key; the caller checked it). */
-    const forPlatform = (platformId: string, query: UsageQuery) =>
-      report({ scope: sql`platform_id = ${platformId}`, logScope: sql`platform_id = ${platformId}` }, query)
+    const forPlatform = (platformId: string, query: UsageQuery) => report(onePlatform(sql, platformId), query)
 
-    /** Every platform's usage, or one's (`platformId`; not an id: nothing); the operator's. */
-    const forOperator = (platformId: string | undefined, query: UsageQuery) => {
-      if (platformId !== undefined) {
-        const scope = isUuid(platformId) ? sql`platform_id = ${platformId}` : sql`false`
-        return report({ scope, logScope: scope }, query)
-      }
-      // The log's index leads with the platform: one index range per platform for the edges.
-      return report({ scope: sql`true`, logScope: sql`platform_id = ANY(ARRAY(SELECT id FROM platforms))` }, query)
-    }
+    /** Every platform's usage, or one's (`platformId`); the operator's. */
+    const forOperator = (platformId: string | undefined, query: UsageQuery) =>
+      report(platformId === undefined ? everyPlatform(sql) : onePlatform(sql, platformId), query)
 
     return { forPlatform, forOperator } as const
   })
 }) {}
-
-interface PlatformScope {
-  /** The rollup rows' platform condition. */
-  readonly scope: Fragment
-  /** The log rows' platform condition. */
-  readonly logScope: Fragment
-}
 
 /** Sums of exact decimal texts (tests and scripts compare reports with ledgers). */
 export const sumUsd = (amounts: ReadonlyArray<string>): string =>
