@@ -3,8 +3,8 @@
 // (default a million) of one platform over the last 30 days, from BENCH_USAGE_USERS end users
 // (default 200), four models on two providers, one call in fifty an error. Prints, as Markdown:
 // each report's EXPLAIN ANALYZE execution time (median of three), the same grouping computed from
-// the log itself for comparison, and what the rollup's trigger adds to a settlement group's log
-// insert (64 rows, the trigger on and off in turns). Figures only: nothing is asserted.
+// the log itself for comparison, and what the rollups' trigger adds to a settlement group's log
+// insert (64 rows, the triggers on and off in turns). Figures only: nothing is asserted.
 import { ConfigProvider, Layer, ManagedRuntime } from "effect"
 import { PgClient } from "@effect/sql-pg"
 import { randomBytes, randomUUID } from "node:crypto"
@@ -60,8 +60,10 @@ const main = async () => {
     const loadSeconds = (performance.now() - started) / 1000
     await db.query("VACUUM ANALYZE inference_logs")
     await db.query("VACUUM ANALYZE usage_hourly")
-    const sizes = (await db.query(`SELECT (SELECT count(*) FROM inference_logs)::int AS logs, (SELECT count(*) FROM usage_hourly)::int AS rollup,
-      pg_size_pretty(pg_total_relation_size('inference_logs')) AS logs_size, pg_size_pretty(pg_total_relation_size('usage_hourly')) AS rollup_size`)).rows[0]
+    const sizes = (await db.query(`SELECT (SELECT count(*) FROM inference_logs)::int AS logs,
+      pg_size_pretty(pg_total_relation_size('inference_logs')) AS logs_size,
+      (SELECT count(*) FROM usage_hourly)::int AS hourly, pg_size_pretty(pg_total_relation_size('usage_hourly')) AS hourly_size,
+      (SELECT count(*) FROM usage_daily_users)::int AS daily, pg_size_pretty(pg_total_relation_size('usage_daily_users')) AS daily_size`)).rows[0]
 
     const explain = async (text: string, params: ReadonlyArray<unknown>) => {
       const times: Array<number> = []
@@ -93,10 +95,11 @@ const main = async () => {
     }
     const lines = [
       `Usage reports over ${sizes.logs.toLocaleString("en")} log rows of one platform (${sizes.logs_size}), 30 days, ${USERS} end users,`,
-      `4 models, 2 providers; the rollup holds ${sizes.rollup.toLocaleString("en")} rows (${sizes.rollup_size}); generated in ${loadSeconds.toFixed(1)} s.`,
-      "Range: the last 30 days, cut at arbitrary instants (whole hours from the rollup, the edges from the log).",
+      `4 models, 2 providers, generated in ${loadSeconds.toFixed(1)} s; usage_hourly holds ${sizes.hourly.toLocaleString("en")} rows (${sizes.hourly_size}),`,
+      `usage_daily_users ${sizes.daily.toLocaleString("en")} rows (${sizes.daily_size}).`,
+      "Range: the last 30 days, cut at arbitrary instants (whole hours or days from a rollup, the edges from the log).",
       "",
-      "| report | rollup + edges (ms) | the log itself (ms) |",
+      "| report | rollups + edges (ms) | the log itself (ms) |",
       "|---|---:|---:|"
     ]
     for (const [label, query] of reports) {
@@ -109,7 +112,7 @@ const main = async () => {
       lines.push(`| ${label} | ${viaRollup.toFixed(1)} | ${viaLog.toFixed(1)} |`)
     }
 
-    // A settlement group's log insert (the statement Settlements sends), with and without the rollup's trigger.
+    // A settlement group's log insert (the statement Settlements sends), with and without the rollups' trigger.
     await db.query("SET synchronous_commit = off")
     const group = (): ReadonlyArray<LogRowWithId> => Array.from({ length: GROUP_ROWS }, (_, i) => ({
       id: randomUUID(), platform_id: platformId, end_user_id: users[i % 16]!, request_type: "chat.completion",
@@ -133,7 +136,7 @@ const main = async () => {
     lines.push(
       "",
       `A settlement group's log insert (${GROUP_ROWS} rows, ${GROUPS_PER_TURN * TURNS} statements each way, round trip, median):`,
-      `with the rollup's trigger ${median(timings.on).toFixed(2)} ms, without ${median(timings.off).toFixed(2)} ms.`
+      `with the rollups' trigger ${median(timings.on).toFixed(2)} ms, without ${median(timings.off).toFixed(2)} ms.`
     )
     console.log(lines.join("\n"))
   } finally {

@@ -137,19 +137,20 @@ afterAll(async () => {
 
 /**
  * Ranges around the calls: 0 is cut at arbitrary instants (read from the log at its edges), 1 is
- * whole hours (read from the rollup).
+ * whole hours (the hourly rollup), 2 whole days (the daily rollup by end user too).
  */
 const ranges = () => {
   const now = Date.now()
   return [
     { from: new Date(started - 61_000), to: new Date(now + 59_000) },
-    { from: new Date(Math.floor(started / HOUR) * HOUR - HOUR), to: new Date(Math.ceil(now / HOUR) * HOUR + HOUR) }
+    { from: new Date(Math.floor(started / HOUR) * HOUR - HOUR), to: new Date(Math.ceil(now / HOUR) * HOUR + HOUR) },
+    { from: new Date(Math.floor(started / DAY) * DAY - DAY), to: new Date(Math.ceil(now / DAY) * DAY + DAY) }
   ]
 }
 const rangeQuery = (from: Date, to: Date) => `from=${from.toISOString()}&to=${to.toISOString()}`
 
 describe("totals", () => {
-  it.each([0, 1])("equal the log's charged costs, the budget debits and the wallet debits (range %i)", async (index) => {
+  it.each([0, 1, 2])("equal the log's charged costs, the budget debits and the wallet debits (range %i)", async (index) => {
     const { from, to } = ranges()[index]!
     const report = ok(await usage(rangeQuery(from, to))).body
     const expected = await ledgers(from, to)
@@ -168,18 +169,19 @@ describe("totals", () => {
   })
 
   it("count a call whose settlement failed as an error, not in the cost", async () => {
-    const { from, to } = ranges()[0]!
-    const bob = ok(await usage(`${rangeQuery(from, to)}&end_user_id=${a.bob.id}`)).body
-    const failed = await gw.db.pool.query(
-      "SELECT estimated_cost_usd::text AS cost FROM inference_logs WHERE end_user_id = $1 AND billing_status = 'failed'",
-      [a.bob.id]
-    )
-    expect(Number(failed.rows[0].cost)).toBeGreaterThan(0)
-    const expected = await ledgers(from, to, a.bob.id)
-    expect(bob.totals.calls).toBe(5)
-    expect(bob.totals.errors).toBe(1)
-    expect(bob.totals.cost_usd).toBe(expected.budgetDebits)
-    expect(bob.totals.cost_usd).toBe(expected.logCost)
+    for (const { from, to } of ranges()) {
+      const bob = ok(await usage(`${rangeQuery(from, to)}&end_user_id=${a.bob.id}`)).body
+      const failed = await gw.db.pool.query(
+        "SELECT estimated_cost_usd::text AS cost FROM inference_logs WHERE end_user_id = $1 AND billing_status = 'failed'",
+        [a.bob.id]
+      )
+      expect(Number(failed.rows[0].cost)).toBeGreaterThan(0)
+      const expected = await ledgers(from, to, a.bob.id)
+      expect(bob.totals.calls).toBe(5)
+      expect(bob.totals.errors).toBe(1)
+      expect(bob.totals.cost_usd).toBe(expected.budgetDebits)
+      expect(bob.totals.cost_usd).toBe(expected.logCost)
+    }
   })
 
   it("default to the 30 days up to now", async () => {
@@ -237,8 +239,8 @@ describe("groupings", () => {
 })
 
 describe("filters", () => {
-  it("end_user_id and model narrow every figure to their calls", async () => {
-    const { from, to } = ranges()[1]!
+  it.each([0, 1, 2])("end_user_id and model narrow every figure to their calls (range %i)", async (index) => {
+    const { from, to } = ranges()[index]!
     const alice = ok(await usage(`${rangeQuery(from, to)}&end_user_id=${a.alice.id}`)).body
     const expected = await ledgers(from, to, a.alice.id)
     expect(alice.totals).toEqual({
@@ -253,6 +255,10 @@ describe("filters", () => {
     const both = ok(await usage(`${rangeQuery(from, to)}&model=mock-two&end_user_id=${a.alice.id}`)).body
     expect(both.totals.calls).toBe(1)
     expect(ok(await usage(`${rangeQuery(from, to)}&end_user_id=not-an-id`)).body.totals.calls).toBe(0)
+    // One end user's hours come from the log alone.
+    const hours = ok(await usage(`${rangeQuery(from, new Date(Math.min(to.getTime(), from.getTime() + 31 * DAY)))}&group_by=hour&end_user_id=${a.alice.id}`)).body
+    expect(hours.totals).toEqual(alice.totals)
+    expect(summed(hours.data)).toEqual(hours.totals)
   })
 })
 
@@ -297,26 +303,36 @@ describe("refusals", () => {
   })
 })
 
-describe("the rollup", () => {
-  /** The rollup as the log says it should be, and as it is. */
+describe("the rollups", () => {
+  /** Each rollup as the log says it should be, and as it is. */
   const compare = async () => {
-    const columns = `platform_id, hour, end_user_id, model_slug, provider_id, request_type, calls::text, errors::text,
-      input_tokens::text, output_tokens::text, trim_scale(cost_usd)::text AS cost_usd`
-    const expected = await gw.db.pool.query(`SELECT ${columns} FROM (
-        SELECT platform_id, date_trunc('hour', created_at AT TIME ZONE 'UTC') AT TIME ZONE 'UTC' AS hour, end_user_id, model_slug,
-          provider_id, request_type, count(*) AS calls,
-          count(*) FILTER (WHERE status <> 'success' OR billing_status = 'failed') AS errors,
-          sum(prompt_tokens) AS input_tokens, sum(completion_tokens) AS output_tokens,
-          coalesce(sum(estimated_cost_usd) FILTER (WHERE billing_status IN ('billed', 'estimated')), 0) AS cost_usd
-        FROM inference_logs GROUP BY 1, 2, 3, 4, 5, 6) x ORDER BY 1, 2, 3, 4, 5, 6`)
-    const actual = await gw.db.pool.query(`SELECT ${columns} FROM usage_hourly WHERE calls <> 0 ORDER BY 1, 2, 3, 4, 5, 6`)
-    return { expected: expected.rows, actual: actual.rows }
+    const rollups = [["usage_hourly", "hour", ""], ["usage_daily_users", "day", "end_user_id, "]] as const
+    const results = []
+    for (const [table, time, user] of rollups) {
+      const columns = `platform_id, ${time}, ${user}model_slug, provider_id, request_type, calls::text, errors::text,
+        input_tokens::text, output_tokens::text, trim_scale(cost_usd)::text AS cost_usd`
+      const key = user === "" ? "1, 2, 3, 4, 5" : "1, 2, 3, 4, 5, 6"
+      const expected = await gw.db.pool.query(`SELECT ${columns} FROM (
+          SELECT platform_id, date_trunc('${time}', created_at AT TIME ZONE 'UTC') AT TIME ZONE 'UTC' AS ${time}, ${user}model_slug,
+            provider_id, request_type, count(*) AS calls,
+            count(*) FILTER (WHERE status <> 'success' OR billing_status = 'failed') AS errors,
+            sum(prompt_tokens) AS input_tokens, sum(completion_tokens) AS output_tokens,
+            coalesce(sum(estimated_cost_usd) FILTER (WHERE billing_status IN ('billed', 'estimated')), 0) AS cost_usd
+          FROM inference_logs GROUP BY ${key}) x ORDER BY ${key}`)
+      const actual = await gw.db.pool.query(`SELECT ${columns} FROM ${table} WHERE calls <> 0 ORDER BY ${key}`)
+      results.push({ table, expected: expected.rows, actual: actual.rows })
+    }
+    return results
+  }
+  const expectEqual = async () => {
+    for (const { actual, expected } of await compare()) {
+      expect(actual).toEqual(expected)
+      expect(actual.length).toBeGreaterThan(0)
+    }
   }
 
   it("equals the log through late rows, changed outcomes and deletions", async () => {
-    const before = await compare()
-    expect(before.actual).toEqual(before.expected)
-    expect(before.actual.length).toBeGreaterThan(0)
+    await expectEqual()
     // A settlement replayed after a crash: written now, dated two days ago.
     const late = new Date(Date.now() - 2 * DAY)
     const [row] = (await gw.db.pool.query(`INSERT INTO inference_logs (platform_id, end_user_id, request_type, model_slug,
@@ -324,16 +340,19 @@ describe("the rollup", () => {
       VALUES ($1, $2, 'messages', 'mock-echo', 10, 20, 30, 0.00005, 'success', 'reported', 'billed', $3) RETURNING id`,
     [a.platformId, a.alice.id, late])).rows
     const day = new Date(Math.floor(late.getTime() / DAY) * DAY)
-    const report = async () => ok(await usage(`${rangeQuery(day, new Date(day.getTime() + DAY))}`)).body.totals
+    const report = async () => {
+      const range = rangeQuery(day, new Date(day.getTime() + DAY))
+      const totals = ok(await usage(range)).body.totals
+      expect(ok(await usage(`${range}&group_by=end_user`)).body.totals).toEqual(totals)
+      return totals
+    }
     expect(await report()).toEqual({ calls: 1, errors: 0, input_tokens: 10, output_tokens: 20, cost_usd: "0.00005" })
     // An outcome recorded afterwards (a paid tool call's error).
     await gw.db.pool.query("UPDATE inference_logs SET status = 'error' WHERE id = $1", [row.id])
     expect(await report()).toEqual({ calls: 1, errors: 1, input_tokens: 10, output_tokens: 20, cost_usd: "0.00005" })
-    const changed = await compare()
-    expect(changed.actual).toEqual(changed.expected)
+    await expectEqual()
     await gw.db.pool.query("DELETE FROM inference_logs WHERE id = $1", [row.id])
     expect(await report()).toEqual({ calls: 0, errors: 0, input_tokens: 0, output_tokens: 0, cost_usd: "0" })
-    const after = await compare()
-    expect(after.actual).toEqual(after.expected)
+    await expectEqual()
   })
 })

@@ -1,7 +1,7 @@
 // Usage reports: calls, errors, tokens and charged cost over a time range, grouped by time or by
-// a dimension, read from the hourly rollup of the inference log (migrations/0026_usage_rollup.ts)
-// for the whole hours of the range and from the log itself for the partial hours at its edges,
-// so any range is exact and a report reads at most a few hours of raw rows.
+// a dimension, read from the rollups of the inference log (migrations/0026_usage_rollup.ts) for
+// the whole hours (or days) of the range and from the log itself for the partial ones at its
+// edges, so any range is exact and a report reads few raw rows.
 import type { Fragment } from "@effect/sql/Statement"
 import { PgClient } from "@effect/sql-pg"
 import { BigDecimal, Effect } from "effect"
@@ -46,18 +46,34 @@ const floorTo = (ms: number, step: number) => Math.floor(ms / step) * step
 const ceilTo = (ms: number, step: number) => Math.ceil(ms / step) * step
 
 /**
- * The range's whole hours (read from the rollup) and its partial hours at either edge (read from
- * the log); within one hour, all of it is an edge.
+ * The range's whole units of `grain` (read from a rollup) and its partial units at either edge
+ * (read from the log); within one unit, all of it is an edge.
  */
-export const splitRange = (from: Date, to: Date) => {
-  const wholeFrom = ceilTo(from.getTime(), HOUR_MS)
-  const wholeTo = floorTo(to.getTime(), HOUR_MS)
+export const splitRange = (from: Date, to: Date, grain: number) => {
+  const wholeFrom = ceilTo(from.getTime(), grain)
+  const wholeTo = floorTo(to.getTime(), grain)
   if (wholeFrom >= wholeTo) return { whole: null, edges: [[from, to]] as const }
   const edges: Array<readonly [Date, Date]> = []
   if (from.getTime() < wholeFrom) edges.push([from, new Date(wholeFrom)])
   if (wholeTo < to.getTime()) edges.push([new Date(wholeTo), to])
   return { whole: [new Date(wholeFrom), new Date(wholeTo)] as const, edges }
 }
+
+/**
+ * Where a report reads its whole units: the hourly rollup (no end user in it, so it stays small),
+ * the daily rollup by end user when the report is by or of end users, and the log alone for hour
+ * buckets of end users (a month at most).
+ */
+export type Source =
+  | { readonly table: "usage_hourly" | "usage_daily_users"; readonly grain: number }
+  | { readonly table: null }
+
+export const sourceOf = (query: UsageQuery): Source =>
+  query.group_by !== "end_user" && query.end_user_id === undefined
+    ? { table: "usage_hourly", grain: HOUR_MS }
+    : query.group_by === "hour"
+    ? { table: null }
+    : { table: "usage_daily_users", grain: DAY_MS }
 
 /** The start of every bucket of a time grouping that overlaps the range (empty buckets are answered with zeros). */
 export const bucketStarts = (from: Date, to: Date, step: "day" | "hour"): ReadonlyArray<number> => {
@@ -128,19 +144,27 @@ export const everyPlatform = (sql: PgClient.PgClient): PlatformScope =>
   ({ scope: sql`true`, logScope: sql`platform_id = ANY(ARRAY(SELECT id FROM platforms))` })
 
 /**
- * The cells of a range: rollup rows of its whole hours and raw log rows of its edges, in the
- * rollup's columns, under the same counting rules as the rollup's triggers.
+ * The cells of a range: rollup rows of its whole hours or days and raw log rows of its edges, in
+ * the same columns (`hour`: the cell's hour, or day), under the same counting rules as the
+ * rollups' triggers.
  */
 const cells = (sql: PgClient.PgClient, platforms: PlatformScope, from: Date, to: Date, query: UsageQuery) => {
   const filters = [
     ...(query.end_user_id === undefined ? [] : [isUuid(query.end_user_id) ? sql`end_user_id = ${query.end_user_id}` : sql`false`]),
     ...(query.model === undefined ? [] : [sql`model_slug = ${query.model}`])
   ]
-  const { whole, edges } = splitRange(from, to)
+  const source = sourceOf(query)
+  const { whole, edges } = source.table === null ? { whole: null, edges: [[from, to]] as const } : splitRange(from, to, source.grain)
   const parts = []
-  if (whole !== null) {
-    parts.push(sql`SELECT platform_id, hour, end_user_id, model_slug, provider_id, calls, errors, input_tokens, output_tokens, cost_usd
+  if (whole !== null && source.table === "usage_hourly") {
+    parts.push(sql`SELECT platform_id, hour, NULL::uuid AS end_user_id, model_slug, provider_id, calls, errors, input_tokens,
+        output_tokens, cost_usd
       FROM usage_hourly WHERE ${sql.and([platforms.scope, sql`hour >= ${whole[0]}`, sql`hour < ${whole[1]}`, ...filters])}`)
+  }
+  if (whole !== null && source.table === "usage_daily_users") {
+    parts.push(sql`SELECT platform_id, day AS hour, end_user_id, model_slug, provider_id, calls, errors, input_tokens,
+        output_tokens, cost_usd
+      FROM usage_daily_users WHERE ${sql.and([platforms.scope, sql`day >= ${whole[0]}`, sql`day < ${whole[1]}`, ...filters])}`)
   }
   if (edges.length > 0) {
     const within = sql.or(edges.map(([a, b]) => sql`(created_at >= ${a} AND created_at < ${b})`))
