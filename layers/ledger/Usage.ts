@@ -4,7 +4,7 @@
 // edges, so any range is exact and a report reads few raw rows.
 import type { Fragment } from "@effect/sql/Statement"
 import { PgClient } from "@effect/sql-pg"
-import { BigDecimal, Effect } from "effect"
+import { BigDecimal, Clock, Effect } from "effect"
 import { ValidationError } from "../../schemas/Errors.js"
 import type { AdminUsageGroupBy, UsageBucket, UsageReport, UsageTotals } from "../../schemas/Usage.js"
 import { isUuid } from "../lib/Ids.js"
@@ -215,7 +215,7 @@ export class Usage extends Effect.Service<Usage>()("gateway/Usage", {
 
     const report = (platforms: PlatformScope, query: UsageQuery): Effect.Effect<UsageReport, ValidationError> =>
       Effect.gen(function*() {
-        const { from, to } = yield* resolveRange(query, new Date())
+        const { from, to } = yield* resolveRange(query, new Date(yield* Clock.currentTimeMillis))
         const groupBy = query.group_by
         const time = isTime(groupBy)
         const rows = yield* reportStatement(sql, platforms, from, to, query).pipe(Effect.orDie)
