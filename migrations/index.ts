@@ -21,6 +21,7 @@ import responseIncompleteReason from "./0022_response_incomplete_reason.js"
 import modelServes from "./0023_model_serves.js"
 import modelAgent from "./0024_model_agent.js"
 import messages from "./0025_messages.js"
+import usageRollup from "./0026_usage_rollup.js"
 
 export const migrations = Migrator.fromRecord({
   "0001_foundation": foundation,
@@ -43,5 +44,6 @@ export const migrations = Migrator.fromRecord({
   "0022_response_incomplete_reason": responseIncompleteReason,
   "0023_model_serves": modelServes,
   "0024_model_agent": modelAgent,
-  "0025_messages": messages
+  "0025_messages": messages,
+  "0026_usage_rollup": usageRollup
 })

@@ -23,6 +23,7 @@ import { Reservations } from "../layers/ledger/Reservations.js"
 import { Responses } from "../layers/responses/Responses.js"
 import { RateLimitSettings } from "../layers/tenancy/RateLimitSettings.js"
 import { Settlements } from "../layers/ledger/Settlements.js"
+import { Usage } from "../layers/ledger/Usage.js"
 import { ToolHost } from "../layers/tools/ToolHost.js"
 import { ApiListenerLive } from "./http/Server.js"
 import { Listeners } from "../layers/platform/Listeners.js"
@@ -61,7 +62,8 @@ export const ServicesLive = Layer.mergeAll(
   Reservations.Default,
   Responses.Default,
   Settlements.Default,
-  ToolHost.Default
+  ToolHost.Default,
+  Usage.Default
 )
 
 /** Infrastructure: database client with migrations applied. */

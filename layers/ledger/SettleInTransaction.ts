@@ -85,12 +85,16 @@ export const makeSettleInTransaction = (
    * applied before) and, read in the same round trip, which budget events each platform's
    * webhook endpoints want (so the debits need not ask) and the live budgets of the group's
    * end users, locked (FOR UPDATE, in end user order as the debits used to lock them one by
-   * one), so the debits need not lock them in a round trip each.
+   * one), so the debits need not lock them in a round trip each. The group's platform wallets
+   * are locked here too, after the budgets: the usage rollup's trigger locks its rows when this
+   * statement ends, and the one statement (SettleAtOnce) locks wallets before that, so both
+   * paths take budgets, wallets, rollup rows in that order.
    */
   const insertLogs = (settlements: ReadonlyArray<Settlement>) =>
     sql<{
       readonly fresh: ReadonlyArray<string> | null
       readonly endpoint_types: Record<string, ReadonlyArray<ReadonlyArray<string> | null>> | null
+      readonly wallets_locked: string
     } & { readonly [K in keyof BudgetRow]: BudgetRow[K] | null }>`WITH inserted AS (${insertLogRows(sql, settlements.map(logRowOf))}
         RETURNING id, platform_id),
       locked AS (SELECT b.* FROM budgets b
@@ -98,8 +102,12 @@ export const makeSettleInTransaction = (
             SELECT x.platform_id, x.end_user_id FROM jsonb_to_recordset(${JSON.stringify(budgetOwners(settlements))}::jsonb)
               AS x(platform_id uuid, end_user_id uuid))
           AND b.deleted_at IS NULL
-        ORDER BY b.end_user_id FOR UPDATE)
+        ORDER BY b.end_user_id FOR UPDATE),
+      wallets AS (SELECT w.platform_id FROM platform_wallets w
+        WHERE w.platform_id IN (SELECT platform_id FROM inserted) AND (SELECT count(*) FROM locked) >= 0
+        ORDER BY w.platform_id FOR UPDATE)
         SELECT summary.*, locked.* FROM (SELECT (SELECT jsonb_agg(id::text) FROM inserted) AS fresh,
+          (SELECT count(*) FROM wallets) AS wallets_locked,
           (SELECT jsonb_object_agg(p.platform_id::text, (SELECT coalesce(jsonb_agg(ep.event_types), '[]'::jsonb)
               FROM webhook_endpoints ep WHERE ep.platform_id = p.platform_id AND ep.is_active))
             FROM (SELECT DISTINCT platform_id FROM inserted) p) AS endpoint_types) summary
@@ -107,7 +115,7 @@ export const makeSettleInTransaction = (
       Effect.map((rows) => ({
         fresh: new Set(rows[0]?.fresh ?? []),
         subscribed: new Map(Object.entries(rows[0]?.endpoint_types ?? {}).map(([platformId, types]) => [platformId, wantedBy(types)])),
-        budgets: new Map(rows.flatMap(({ fresh: _fresh, endpoint_types: _types, ...budget }) =>
+        budgets: new Map(rows.flatMap(({ fresh: _fresh, endpoint_types: _types, wallets_locked: _wallets, ...budget }) =>
           budget.id === null ? [] : [[budget.end_user_id!, budget as BudgetRow] as const]))
       }))
     )

@@ -6,6 +6,7 @@ import { Conflict } from "../../schemas/Errors.js"
 import { ModelConfig, ModelInput, PlatformWallet, Provider, ProviderInput, WalletTopup } from "../../schemas/Catalog.js"
 import { CreatePlatform, Platform, PlatformCreated } from "../../schemas/Platforms.js"
 import { InferenceLogEntry } from "../../schemas/Logs.js"
+import { AdminUsageParams, UsageReport } from "../../schemas/Usage.js"
 import { Authentication } from "../http/Authentication.js"
 
 export class AdminGroup extends HttpApiGroup.make("admin")
@@ -24,6 +25,12 @@ export class AdminGroup extends HttpApiGroup.make("admin")
     HttpApiEndpoint.get("listSettlementFailures", "/admin/settlement-failures")
       .setUrlParams(Pagination)
       .addSuccess(Paginated(InferenceLogEntry))
+  )
+  .add(
+    // Usage of every platform (or of `platform_id`), as GET /v1/platforms/{pid}/usage reports one.
+    HttpApiEndpoint.get("getUsage", "/admin/usage")
+      .setUrlParams(AdminUsageParams)
+      .addSuccess(UsageReport)
   )
   .add(
     HttpApiEndpoint.get("getPlatform", "/admin/platforms/:platformId")

@@ -6,6 +6,7 @@ import { Idempotency } from "../../layers/platform/Idempotency.js"
 import { ModelCatalog } from "../../layers/tenancy/ModelCatalog.js"
 import { PlatformWallet } from "../../layers/ledger/PlatformWallet.js"
 import { InferenceLogs } from "../../layers/ledger/InferenceLogs.js"
+import { Usage } from "../../layers/ledger/Usage.js"
 import { Platforms } from "../../layers/tenancy/Platforms.js"
 import { PlatformWallet as WalletView, WalletTopup } from "../../schemas/Catalog.js"
 import { requireAdmin } from "../http/Access.js"
@@ -15,6 +16,7 @@ export const AdminLive = HttpApiBuilder.group(GatewayApi, "admin", (handlers) =>
   Effect.gen(function*() {
     const platforms = yield* Platforms
     const logs = yield* InferenceLogs
+    const usage = yield* Usage
     const catalog = yield* ModelCatalog
     const wallet = yield* PlatformWallet
     const idempotency = yield* Idempotency
@@ -24,6 +26,8 @@ export const AdminLive = HttpApiBuilder.group(GatewayApi, "admin", (handlers) =>
       .handle("listPlatforms", ({ urlParams }) => requireAdmin.pipe(Effect.zipRight(platforms.list(urlParams))))
       .handle("listSettlementFailures", ({ urlParams }) =>
         requireAdmin.pipe(Effect.zipRight(logs.list(null, { ...urlParams, billing_status: "failed" }))))
+      .handle("getUsage", ({ urlParams: { platform_id, ...query } }) =>
+        requireAdmin.pipe(Effect.zipRight(usage.forOperator(platform_id, query))))
       .handle("getPlatform", ({ path }) => requireAdmin.pipe(Effect.zipRight(platforms.get(path.platformId))))
       .handle("upsertProvider", ({ payload }) => requireAdmin.pipe(Effect.zipRight(catalog.upsertProvider(payload))))
       .handle("listProviders", () => requireAdmin.pipe(Effect.zipRight(Effect.map(catalog.listProviders, (data) => ({ data })))))

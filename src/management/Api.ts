@@ -27,6 +27,7 @@ import {
 } from "../../schemas/Catalog.js"
 import { InferenceLogEntry, ListLogsParams } from "../../schemas/Logs.js"
 import { Platform, UpdatePlatform } from "../../schemas/Platforms.js"
+import { UsageParams, UsageReport } from "../../schemas/Usage.js"
 import { Authentication } from "../http/Authentication.js"
 
 const PlatformPath = Schema.Struct({ platformId: PathId })
@@ -71,6 +72,12 @@ export class PlatformsGroup extends HttpApiGroup.make("platforms")
       .setPath(PlatformPath)
       .setUrlParams(ListLogsParams)
       .addSuccess(Paginated(InferenceLogEntry))
+  )
+  .add(
+    HttpApiEndpoint.get("getUsage", "/platforms/:platformId/usage")
+      .setPath(PlatformPath)
+      .setUrlParams(UsageParams)
+      .addSuccess(UsageReport)
   )
   .middleware(Authentication)
   .prefix("/v1") {}

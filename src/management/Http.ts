@@ -7,6 +7,7 @@ import { EndUsers } from "../../layers/tenancy/EndUsers.js"
 import { InferenceLogs } from "../../layers/ledger/InferenceLogs.js"
 import { PlatformWallet } from "../../layers/ledger/PlatformWallet.js"
 import { Platforms } from "../../layers/tenancy/Platforms.js"
+import { Usage } from "../../layers/ledger/Usage.js"
 import { ProviderKeys } from "../../layers/tenancy/ProviderKeys.js"
 import { RateLimitSettings } from "../../layers/tenancy/RateLimitSettings.js"
 import { requirePlatform } from "../http/Access.js"
@@ -19,6 +20,7 @@ export const PlatformsLive = HttpApiBuilder.group(GatewayApi, "platforms", (hand
     const providerKeys = yield* ProviderKeys
     const wallet = yield* PlatformWallet
     const logs = yield* InferenceLogs
+    const usage = yield* Usage
     return handlers
       .handle("getPlatform", ({ path }) =>
         requirePlatform(path.platformId).pipe(Effect.zipRight(platforms.get(path.platformId))))
@@ -36,6 +38,8 @@ export const PlatformsLive = HttpApiBuilder.group(GatewayApi, "platforms", (hand
         requirePlatform(path.platformId).pipe(Effect.zipRight(wallet.transactions(path.platformId, urlParams))))
       .handle("listLogs", ({ path, urlParams }) =>
         requirePlatform(path.platformId).pipe(Effect.zipRight(logs.list(path.platformId, urlParams))))
+      .handle("getUsage", ({ path, urlParams }) =>
+        requirePlatform(path.platformId).pipe(Effect.zipRight(usage.forPlatform(path.platformId, urlParams))))
   }))
 
 export const ApiKeysLive = HttpApiBuilder.group(GatewayApi, "apiKeys", (handlers) =>
