@@ -104,7 +104,10 @@ const send = (res: ServerResponse, reply: Reply, exchange: HttpExchange): Effect
     // batches go out at once.
     return pullEach(reply.chunks, (batch) => {
       if (reply.terminated() && !res.writableCorked) res.cork()
-      return res.write(sseText(batch, chatEvent)) ? undefined : drained(res)
+      if (res.write(sseText(batch, chatEvent))) return undefined
+      // A corked socket drains only once uncorked: a batch past its buffer goes out now.
+      if (res.writableCorked) res.uncork()
+      return drained(res)
     })
   }).pipe(
     Effect.zipRight(Effect.sync(() => res.end(reply.dropped() ? undefined : SSE_DONE))),
