@@ -75,7 +75,7 @@ export const notJson = (cause: unknown) =>
  * (layers/lib/StreamPull.ts), not run into a sink, and its finalizers, the settlement among them,
  * have run before the answer ends.
  */
-const send = (res: ServerResponse, reply: Reply, exchange: HttpExchange): Effect.Effect<void> => {
+const send = (res: ServerResponse, reply: Reply, exchange: HttpExchange, underLoad: () => boolean): Effect.Effect<void> => {
   if ("json" in reply) {
     return Effect.sync(() => {
       const head: Record<string, string | number> = {
@@ -97,13 +97,13 @@ const send = (res: ServerResponse, reply: Reply, exchange: HttpExchange): Effect
       "x-request-id": exchange.id,
       "content-type": "text/event-stream"
     })
-    // The chunks cannot fail: the pull ends with the stream. The last batch (the upstream's
-    // terminator was read) waits in the corked socket for the end, which follows as soon as the
-    // call's settlement is on record: one socket write instead of two per short answer (hot-path
-    // rule "keep the upstream's batches; one write per answer", docs/performance.md). Earlier
-    // batches go out at once.
+    // The chunks cannot fail: the pull ends with the stream. Under load, the last batch (the
+    // upstream's terminator was read) waits in the corked socket for the end, which follows as
+    // soon as the call's settlement is on record: one socket write instead of two per short
+    // answer (hot-path rule "keep the upstream's batches; one write per answer",
+    // docs/performance.md). A lone request keeps its first byte early. Earlier batches go out at once.
     return pullEach(reply.chunks, (batch) => {
-      if (reply.terminated() && !res.writableCorked) res.cork()
+      if (reply.terminated() && !res.writableCorked && underLoad()) res.cork()
       if (res.write(sseText(batch, chatEvent))) return undefined
       // A corked socket drains only once uncorked: a batch past its buffer goes out now.
       if (res.writableCorked) res.uncork()
@@ -215,13 +215,13 @@ export const makeChatRoute: Effect.Effect<FrontRoute, never, KeyAuth | Inference
 
   const serve = (req: IncomingMessage, res: ServerResponse, exchange: HttpExchange): Effect.Effect<void> => {
     const answered = Effect.matchCauseEffect(reply(req), {
-      onSuccess: (r) => send(res, r, exchange),
+      onSuccess: (r) => send(res, r, exchange, underLoad),
       onFailure: (cause) =>
         Effect.flatMap(apiErrorOf(cause), (error) => {
           // None: the client left; there is no one to answer.
           if (Option.isNone(error)) return Effect.void
           const { status, body } = wireError(error.value)
-          return send(res, jsonReply(status, body), exchange)
+          return send(res, jsonReply(status, body), exchange, underLoad)
         })
     })
     if (tracing) return serverSpan(req, res)(answered)
@@ -234,14 +234,20 @@ export const makeChatRoute: Effect.Effect<FrontRoute, never, KeyAuth | Inference
     })
   }
 
+  /** Requests of the route in flight: more than one is load, where a write saved counts more than a first byte's wait. */
+  let inFlight = 0
+  const underLoad = () => inFlight > 1
+
   return (req: IncomingMessage, res: ServerResponse): boolean => {
     if (req.method !== "POST" || req.url === undefined || routes.find("POST", req.url) === undefined) return false
+    inFlight++
     const exchange = httpExchange(requestIdOf(req.headers["x-request-id"]))
     // The request's own fiber: set, never restored (Effect.locally would cost a region per call).
     const fiber = runFork(Effect.zipRight(FiberRef.set(currentExchange, exchange), serve(req, res, exchange)))
     fiber.addObserver(endStarted(res))
     // As the platform: a client that leaves interrupts its request (a stream settles what it sent).
     res.on("close", () => {
+      inFlight--
       if (!res.writableEnded) fiber.unsafeInterruptAsFork(HttpServerError.clientAbortFiberId)
     })
     return true
