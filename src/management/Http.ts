@@ -9,7 +9,7 @@ import { PlatformWallet } from "../../layers/ledger/PlatformWallet.js"
 import { Platforms } from "../../layers/tenancy/Platforms.js"
 import { ProviderKeys } from "../../layers/tenancy/ProviderKeys.js"
 import { RateLimitSettings } from "../../layers/tenancy/RateLimitSettings.js"
-import { requirePlatform } from "../http/Access.js"
+import { requirePlatform, requirePlatformKey } from "../http/Access.js"
 import { GatewayApi } from "../http/Api.js"
 import { EndUserReturned } from "./Api.js"
 
@@ -20,6 +20,8 @@ export const PlatformsLive = HttpApiBuilder.group(GatewayApi, "platforms", (hand
     const wallet = yield* PlatformWallet
     const logs = yield* InferenceLogs
     return handlers
+      .handle("getOwnPlatform", () =>
+        requirePlatformKey.pipe(Effect.flatMap((principal) => platforms.get(principal.platformId))))
       .handle("getPlatform", ({ path }) =>
         requirePlatform(path.platformId).pipe(Effect.zipRight(platforms.get(path.platformId))))
       .handle("updatePlatform", ({ path, payload }) =>

@@ -1,0 +1,400 @@
+// The web console in a real browser (Debian's Chromium driven by playwright-core) against a real
+// gateway: sign-in, end users, budget topup, keys, a model call seen in Logs and on Overview with
+// its exact cost, webhooks, revocation, sign-out and the operator pages. Screenshots of every page
+// go to test-artifacts/console/ (git-ignored). Also the console's HTTP surface: CSP, caching, the
+// redirect from /, and the answer when the bundle is missing.
+import { existsSync, mkdirSync, renameSync } from "node:fs"
+import { join } from "node:path"
+import OpenAI from "openai"
+import { chromium, type Browser, type Page } from "playwright-core"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { packageFile } from "../layers/lib/PackageRoot.js"
+import { CONSOLE_CSP } from "../src/console/ConsoleRoutes.js"
+import { formatUsd } from "../src/console/app/money.js"
+import { startReceiver, type WebhookReceiver } from "./fakes/WebhookReceiver.js"
+import { catalogMockEcho, createPlatform, type Gateway, ok, startGateway } from "./support/Gateway.js"
+import { until } from "./support/Polling.js"
+
+const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium"
+const ARTIFACTS = packageFile("test-artifacts/console")
+
+let gw: Gateway
+let receiver: WebhookReceiver
+let browser: Browser
+let page: Page
+let platformId: string
+let platformKey: string
+/** Every URL the browser asked for: no key may ever appear in one. */
+const requestedUrls: Array<string> = []
+/** CSP violations the browser reported, and uncaught errors of the page. */
+const pageProblems: Array<string> = []
+
+const shot = (name: string) => page.screenshot({ path: join(ARTIFACTS, `${name}.png`), fullPage: true })
+
+const open = async (hash: string) => {
+  await page.evaluate((target) => {
+    location.hash = target
+  }, hash)
+}
+
+const signIn = async (key: string) => {
+  await page.getByLabel("API key").fill(key)
+  await page.getByRole("button", { name: "Sign in" }).click()
+}
+
+beforeAll(async () => {
+  if (!existsSync(CHROMIUM)) {
+    throw new Error(`Chromium is missing at ${CHROMIUM}: install Debian's chromium package (apt-get install chromium; .ci/run does it) or set CHROMIUM_PATH`)
+  }
+  if (!existsSync(packageFile("dist/console/index.html"))) {
+    throw new Error("dist/console is missing: the test setup runs `npm run build`, which bundles the console")
+  }
+  mkdirSync(ARTIFACTS, { recursive: true })
+  receiver = await startReceiver()
+  gw = await startGateway({ env: { GATEWAY_ALLOW_PRIVATE_URLS: "true", GATEWAY_WEBHOOK_RETRY_SCHEDULE: "0s,1s" } })
+  await catalogMockEcho(gw)
+  ;({ platformId, platformKey } = await createPlatform(gw, { name: "Acme" }))
+  ok(await gw.call("PUT", `/v1/platforms/${platformId}/provider-keys/mock`, { key: platformKey, body: { api_key: "mock-key" } }))
+  ok(await gw.call("POST", `/v1/admin/platforms/${platformId}/platform-wallet/topup`, { key: gw.adminKey, body: { amount_usd: 10 } }))
+  browser = await chromium.launch({
+    executablePath: CHROMIUM,
+    headless: true,
+    args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+  })
+  const context = await browser.newContext({ viewport: { width: 1360, height: 900 } })
+  page = await context.newPage()
+  page.on("request", (request) => requestedUrls.push(request.url()))
+  page.on("console", (message) => {
+    if (/Content Security Policy|Refused to/.test(message.text())) pageProblems.push(message.text())
+  })
+  page.on("pageerror", (error) => pageProblems.push(error.message))
+  await page.goto(`${gw.baseUrl}/`)
+})
+
+afterAll(async () => {
+  await browser?.close()
+  await gw?.close()
+  await receiver?.close()
+})
+
+describe("the console in Chromium", () => {
+  const state: { endUserId?: string; firstKey?: string; secondKey?: string; cost?: string } = {}
+  const client = (apiKey: string) => new OpenAI({ apiKey, baseURL: `${gw.baseUrl}/v1`, maxRetries: 0 })
+  const chat = (apiKey: string) =>
+    client(apiKey).chat.completions.create({ model: "mock-echo", messages: [{ role: "user", content: "Hello from the console test" }] })
+
+  it("/ leads to the sign-in page", async () => {
+    expect(new URL(page.url()).pathname).toBe("/console")
+    await expect(page.getByRole("heading", { name: "Gateway console" }).isVisible()).resolves.toBe(true)
+    await shot("signin")
+  })
+
+  it("a wrong key gets a clear sign-in error with the API's code", async () => {
+    await signIn(`sk-plat_${"x".repeat(40)}`)
+    const alert = page.getByRole("alert")
+    await alert.waitFor()
+    expect(await alert.textContent()).toMatch(/Sign-in failed: .*invalid_api_key.*HTTP 401/)
+    await signIn("hello")
+    await page.getByText("This is not a gateway key").waitFor()
+    await shot("signin-error")
+  })
+
+  it("signs in with the platform key, kept in session storage only", async () => {
+    await signIn(platformKey)
+    await page.getByTestId("who").filter({ hasText: "Platform Acme" }).waitFor()
+    expect(await page.evaluate(() => sessionStorage.getItem("gateway-console-key"))).toBe(platformKey)
+    expect(await page.evaluate(() => localStorage.length)).toBe(0)
+  })
+
+  it("registers a webhook endpoint and shows its secret once", async () => {
+    await open("#/webhooks")
+    await page.getByLabel("Endpoint URL").fill(receiver.url)
+    await page.getByRole("button", { name: "Register" }).click()
+    const secret = await page.getByTestId("secret").textContent()
+    expect(secret).toMatch(/^whsec_/)
+    receiver.secret = secret!
+    await page.getByRole("button", { name: "I have stored it" }).click()
+    await page.getByTestId("endpoints").getByText(receiver.url).waitFor()
+    expect(await page.getByTestId("secret").count()).toBe(0)
+  })
+
+  it("creates an end user and shows its key once", async () => {
+    await open("#/users")
+    await page.getByLabel("New external_id").fill("ada")
+    await page.getByRole("button", { name: "Create", exact: true }).click()
+    state.firstKey = (await page.getByTestId("secret").textContent())!
+    expect(state.firstKey).toMatch(/^sk-eu_/)
+    await page.getByTestId("end-users").getByRole("link", { name: "ada" }).click()
+    await page.getByRole("heading", { name: /ada/ }).waitFor()
+    state.endUserId = decodeURIComponent(new URL(page.url()).hash.split("/")[2]!)
+    expect(page.url()).not.toContain("sk-")
+  })
+
+  it("creates a budget and tops it up, each with an Idempotency-Key", async () => {
+    await page.getByLabel("Budget max USD").fill("5")
+    await page.getByRole("button", { name: "Create budget" }).click()
+    await page.getByTestId("budget-max").filter({ hasText: "$5.00" }).waitFor()
+    await page.getByLabel("Top-up amount USD").fill("2.5")
+    await page.getByLabel("Top-up reason").fill("welcome credit")
+    await page.getByRole("button", { name: "Top up", exact: true }).first().click()
+    await page.getByTestId("budget-max").filter({ hasText: "$7.50" }).waitFor()
+    await page.getByTestId("ledger").getByText("welcome credit").waitFor()
+
+    const budget = ok(await gw.call("GET", `/v1/platforms/${platformId}/end-users/${state.endUserId}/budget`, { key: platformKey })).body
+    expect(budget.max_usd).toBe(7.5)
+    const rows = ok(await gw.call("GET", `/v1/platforms/${platformId}/end-users/${state.endUserId}/budget/transactions`, { key: platformKey })).body.data
+    expect(rows.map((row: { type: string }) => row.type)).toEqual(["opening", "topup"])
+    // Each money action sent its own key (stored by the gateway for replays).
+    const keys = (await gw.db.pool.query(`SELECT operation, key FROM idempotency_keys WHERE platform_id = $1`, [platformId])).rows
+    expect(keys).toHaveLength(2)
+    expect(new Set(keys.map((row: { key: string }) => row.key)).size).toBe(2)
+    expect(keys.every((row: { key: string }) => row.key.startsWith("console-"))).toBe(true)
+    await shot("end-user-detail")
+  })
+
+  it("the topup's webhook arrives signed with the secret the console showed", async () => {
+    await until(async () => receiver.events.length, (n) => n > 0)
+    expect(receiver.events.map((event) => event.body.event_type)).toContain("budget.topped_up")
+    await open("#/webhooks")
+    await page.getByRole("button", { name: "Deliveries" }).click()
+    const deliveries = page.getByTestId("deliveries")
+    const topped = deliveries.getByRole("cell", { name: "budget.topped_up", exact: true })
+    await topped.waitFor()
+    await topped.click()
+    await page.locator("table.nested").getByText("delivered").waitFor()
+    await shot("webhooks")
+  })
+
+  it("a call through the mock model shows in Logs with its exact cost", async () => {
+    const completion = await chat(state.firstKey!)
+    expect(completion.choices[0]?.message.content).toBeTruthy()
+    const logs = ok(await gw.call("GET", `/v1/platforms/${platformId}/logs`, { key: platformKey })).body.data
+    expect(logs).toHaveLength(1)
+    state.cost = logs[0].estimated_cost_usd as string
+    expect(Number(state.cost)).toBeGreaterThan(0)
+
+    await open("#/logs")
+    const table = page.getByTestId("logs")
+    await table.getByText("mock-echo").waitFor()
+    await table.getByText("mock-echo").click()
+    const detail = page.getByTestId("log-detail")
+    await detail.waitFor()
+    expect(await detail.getByTestId("log-cost").textContent()).toBe(formatUsd(state.cost))
+    expect(await detail.textContent()).toContain(logs[0].metadata.x_request_id)
+    expect(await detail.textContent()).toContain("billed")
+    await shot("logs")
+
+    await page.getByLabel("Model").fill("no-such-model")
+    await page.getByRole("button", { name: "Filter" }).click()
+    await page.getByText("No calls match.").waitFor()
+    await page.getByLabel("Model").fill("")
+    await page.getByLabel("End user").fill("ada")
+    await page.getByLabel("Type").selectOption("chat.completion")
+    await page.getByRole("button", { name: "Filter" }).click()
+    await table.getByText("mock-echo").waitFor()
+  })
+
+  it("Overview shows the wallet balance after the call", async () => {
+    const wallet = ok(await gw.call("GET", `/v1/platforms/${platformId}/platform-wallet`, { key: platformKey })).body
+    await open("#/overview")
+    await page.getByTestId("wallet-balance").filter({ hasText: formatUsd(String(wallet.balance_usd)) }).waitFor()
+  })
+
+  it("Overview reports a usage API error in plain words", async () => {
+    await page.route("**/usage?**", (route) =>
+      route.fulfill({
+        status: 404,
+        contentType: "application/json",
+        body: JSON.stringify({ error: { message: "Not found", type: "invalid_request_error", code: "not_found", param: null } })
+      }))
+    await open("#/logs")
+    await open("#/overview")
+    const alert = page.getByRole("alert")
+    await alert.waitFor()
+    expect(await alert.textContent()).toMatch(/Usage is not available: Not found.*not_found.*HTTP 404/)
+    await page.unroute("**/usage?**")
+  })
+
+  // Needs GET /v1/platforms/{pid}/usage (issue 35, point 1).
+  it("Overview shows the call's spend with the exact cost (usage API)", async () => {
+    await open("#/logs")
+    await open("#/overview")
+    await page.getByTestId("total-spend").waitFor({ timeout: 10_000 })
+    expect(await page.getByTestId("total-spend").textContent()).toBe(formatUsd(state.cost!))
+    expect(await page.getByTestId("total-calls").textContent()).toBe("1")
+    await page.getByText("Top end users by spend").waitFor()
+    await page.locator("section", { hasText: "Top end users by spend" }).getByText("ada").waitFor()
+    await page.locator("section", { hasText: "Top models by spend" }).getByText("mock-echo").waitFor()
+    await page.getByTestId("daily-chart").locator("canvas").waitFor()
+    await shot("overview")
+  })
+
+  it("creates a second key, revokes the first, and the first's next call is refused (401)", async () => {
+    await open(`#/users/${state.endUserId}`)
+    await page.getByRole("button", { name: "Create key" }).click()
+    state.secondKey = (await page.getByTestId("secret").textContent())!
+    expect(state.secondKey).toMatch(/^sk-eu_/)
+    const firstRow = page.getByTestId("keys").locator("tr", { hasText: state.firstKey!.slice(0, 12) })
+    await firstRow.getByRole("button", { name: "Revoke" }).click()
+    await firstRow.getByText("revoked").waitFor()
+
+    const refused = await chat(state.firstKey!).then(() => undefined, (error: unknown) => error)
+    expect(refused).toBeInstanceOf(OpenAI.AuthenticationError)
+    expect((refused as InstanceType<typeof OpenAI.AuthenticationError>).status).toBe(401)
+    await expect(chat(state.secondKey)).resolves.toBeTruthy()
+  })
+
+  it("suspends and resumes the budget", async () => {
+    await page.getByRole("button", { name: "Suspend" }).click()
+    await page.getByText("Budget suspended").waitFor()
+    const refused = await chat(state.secondKey!).then(() => undefined, (error: unknown) => error)
+    expect((refused as { status?: number }).status).toBe(402)
+    await page.getByRole("button", { name: "Resume" }).click()
+    await page.getByText("Budget resumed.").waitFor()
+    await expect(chat(state.secondKey!)).resolves.toBeTruthy()
+  })
+
+  it("end users: search by external_id, budget bars", async () => {
+    await open("#/users")
+    await page.getByLabel("Search by external_id").fill("ada")
+    await page.getByRole("button", { name: "Search" }).click()
+    await page.getByTestId("end-users").locator(".bar").waitFor()
+    await page.getByLabel("Search by external_id").fill("nobody")
+    await page.getByRole("button", { name: "Search" }).click()
+    await page.getByText("No end user with external_id").waitFor()
+    await page.getByRole("button", { name: "Show all" }).click()
+    await page.getByTestId("end-users").getByRole("link", { name: "ada" }).waitFor()
+    await shot("end-users")
+  })
+
+  it("settings: provider key lookup and the capabilities policy", async () => {
+    await open("#/settings")
+    await page.getByLabel("Provider slug to look up").fill("mock")
+    await page.getByRole("button", { name: "Look up" }).click()
+    await page.getByText("key ending").waitFor()
+    await page.getByLabel("Price ceiling per run (USD, empty for none)").fill("0.5")
+    await page.getByRole("button", { name: "Save policy" }).click()
+    await page.getByText("Capabilities policy saved.").waitFor()
+    const platform = ok(await gw.call("GET", `/v1/platforms/${platformId}`, { key: platformKey })).body
+    expect(platform.settings.capabilities.max_price_usd).toBe(0.5)
+    await shot("settings")
+  })
+
+  it("signs out: storage and page cleared", async () => {
+    await page.getByRole("button", { name: "Sign out" }).click()
+    await page.getByLabel("API key").waitFor()
+    expect(await page.evaluate(() => sessionStorage.length)).toBe(0)
+    await page.reload()
+    await page.getByLabel("API key").waitFor()
+  })
+
+  it("the operator's pages: platforms with a wallet topup, providers, models with prices and routing", async () => {
+    await signIn(gw.adminKey)
+    await page.getByTestId("who").filter({ hasText: "Operator" }).waitFor()
+    await page.getByTestId("platforms").getByText("Acme").waitFor()
+    await page.getByLabel("Top-up for Acme").fill("1.25")
+    await page.getByRole("button", { name: "Top up wallet" }).click()
+    await page.getByText("Added $1.25 to Acme").waitFor()
+    await shot("operator-platforms")
+    await open("#/providers")
+    await page.getByTestId("providers").locator("tr", { hasText: "http://mock.invalid" }).waitFor()
+    await shot("operator-providers")
+    await open("#/models")
+    const models = page.getByTestId("models")
+    await models.getByText("mock-echo").waitFor()
+    expect(await models.textContent()).toContain("$1.00")
+    expect(await models.textContent()).toContain("$2.00")
+    await shot("operator-models")
+    await open("#/usage")
+    await page.locator("main h2").filter({ hasText: "Usage across platforms" }).waitFor()
+    await shot("operator-usage")
+    await page.getByRole("button", { name: "Sign out" }).click()
+  })
+
+  it("no key ever appeared in a URL, and the page logged no errors (no CSP violation)", () => {
+    expect(requestedUrls.length).toBeGreaterThan(0)
+    expect(requestedUrls.filter((url) => /sk-(plat|admin|eu)_/.test(url))).toEqual([])
+    expect(pageProblems).toEqual([])
+  })
+})
+
+describe("the console's HTTP surface", () => {
+  const securityHeaders = (res: Response) => {
+    expect(res.headers.get("content-security-policy")).toBe(CONSOLE_CSP)
+    expect(res.headers.get("x-content-type-options")).toBe("nosniff")
+    expect(res.headers.get("referrer-policy")).toBe("no-referrer")
+    expect(res.headers.get("access-control-allow-origin")).toBeNull()
+  }
+
+  it("GET / redirects to /console", async () => {
+    const res = await fetch(`${gw.baseUrl}/`, { redirect: "manual" })
+    expect(res.status).toBe(302)
+    expect(res.headers.get("location")).toBe("/console")
+  })
+
+  it("serves the page and its hashed assets with a strict CSP, types and caching", async () => {
+    const res = await fetch(`${gw.baseUrl}/console`)
+    expect(res.status).toBe(200)
+    expect(res.headers.get("content-type")).toBe("text/html; charset=utf-8")
+    expect(res.headers.get("cache-control")).toBe("no-cache")
+    securityHeaders(res)
+    expect(CONSOLE_CSP).toContain("script-src 'self'")
+    expect(CONSOLE_CSP).toContain("frame-ancestors 'none'")
+    const html = await res.text()
+    expect(html).not.toMatch(/<script>|<script(?![^>]*\bsrc=)[^>]*>|style=/)
+    const etag = res.headers.get("etag")!
+    expect((await fetch(`${gw.baseUrl}/console`, { headers: { "if-none-match": etag } })).status).toBe(304)
+
+    const assets = [...html.matchAll(/(?:src|href)="(\/console\/assets\/[^"]+)"/g)].map((m) => m[1]!)
+    expect(assets.map((path) => path.slice(path.lastIndexOf(".")))).toEqual([".css", ".js"])
+    for (const path of assets) {
+      const asset = await fetch(`${gw.baseUrl}${path}`)
+      expect(asset.status).toBe(200)
+      expect(asset.headers.get("content-type")).toBe(path.endsWith(".js") ? "text/javascript; charset=utf-8" : "text/css; charset=utf-8")
+      expect(asset.headers.get("cache-control")).toContain("immutable")
+      securityHeaders(asset)
+    }
+    const missing = await fetch(`${gw.baseUrl}/console/assets/..%2Fpackage.json`)
+    expect(missing.status).toBe(404)
+    expect((await fetch(`${gw.baseUrl}/console/assets/app-NOPE.js`)).status).toBe(404)
+  })
+
+  it("GET /v1/platform tells a platform key its platform; other keys get 403", async () => {
+    const own = ok(await gw.call("GET", "/v1/platform", { key: platformKey })).body
+    expect(own.id).toBe(platformId)
+    expect(own.name).toBe("Acme")
+    expect((await gw.call("GET", "/v1/platform", { key: gw.adminKey })).status).toBe(403)
+    const user = ok(await gw.call("POST", `/v1/platforms/${platformId}/end-users`, { key: platformKey, body: { external_id: "probe" } }), 201).body
+    expect((await gw.call("GET", "/v1/platform", { key: user.api_key.raw_key })).status).toBe(403)
+    expect((await gw.call("GET", "/v1/platform")).status).toBe(401)
+  })
+
+  it("filters logs by type, status and time range", async () => {
+    const logs = (query: string) => gw.call("GET", `/v1/platforms/${platformId}/logs?${query}`, { key: platformKey }).then((res) => ok(res).body)
+    const all = await logs("")
+    expect(all.total).toBeGreaterThan(0)
+    expect((await logs("request_type=chat.completion")).total).toBe(all.total)
+    expect((await logs("request_type=embedding")).total).toBe(0)
+    expect((await logs("status=success")).total).toBe(all.total)
+    expect((await logs("status=error")).total).toBe(0)
+    const first = all.data[all.data.length - 1].created_at as string
+    expect((await logs(`from=${encodeURIComponent(first)}`)).total).toBe(all.total)
+    expect((await logs(`to=${encodeURIComponent(first)}`)).total).toBe(0)
+    expect((await logs("from=2999-01-01T00:00:00Z")).total).toBe(0)
+    expect((await gw.call("GET", `/v1/platforms/${platformId}/logs?from=yesterday`, { key: platformKey })).status).toBe(422)
+  })
+
+  it("without a bundle, /console says to run npm run build", async () => {
+    const dist = packageFile("dist/console")
+    const hidden = `${dist}.hidden-by-test`
+    renameSync(dist, hidden)
+    try {
+      const res = await fetch(`${gw.baseUrl}/console`)
+      expect(res.status).toBe(503)
+      expect(await res.text()).toContain("npm run build")
+      securityHeaders(res)
+    } finally {
+      renameSync(hidden, dist)
+    }
+  })
+})
