@@ -99,7 +99,7 @@ export const Overview = () => {
               <h3>Calls</h3>
               <p class="big" data-testid="total-calls">{usage.data.byDay.totals.calls}</p>
               <p class={usage.data.byDay.totals.errors > 0 ? "warn-text" : "muted"} data-testid="total-errors">
-                {usage.data.byDay.totals.errors} errors
+                {usage.data.byDay.totals.errors === 1 ? "1 error" : `${usage.data.byDay.totals.errors} errors`}
               </p>
             </section>
           </>
