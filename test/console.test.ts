@@ -104,6 +104,8 @@ describe("the console in Chromium", () => {
     await page.getByTestId("who").filter({ hasText: "Platform Acme" }).waitFor()
     expect(await page.evaluate(() => sessionStorage.getItem("gateway-console-key"))).toBe(platformKey)
     expect(await page.evaluate(() => localStorage.length)).toBe(0)
+    await page.reload()
+    await page.getByTestId("who").filter({ hasText: "Platform Acme" }).waitFor()
   })
 
   it("registers a webhook endpoint and shows its secret once", async () => {
@@ -176,6 +178,7 @@ describe("the console in Chromium", () => {
     await open("#/logs")
     const table = page.getByTestId("logs")
     await table.getByText("mock-echo").waitFor()
+    await table.getByRole("link", { name: "ada" }).waitFor()
     await table.getByText("mock-echo").click()
     const detail = page.getByTestId("log-detail")
     await detail.waitFor()
@@ -212,6 +215,8 @@ describe("the console in Chromium", () => {
     const alert = page.getByRole("alert")
     await alert.waitFor()
     expect(await alert.textContent()).toMatch(/Usage is not available: Not found.*not_found.*HTTP 404/)
+    await page.getByTestId("wallet-balance").waitFor()
+    await shot("overview-usage-error")
     await page.unroute("**/usage?**")
   })
 

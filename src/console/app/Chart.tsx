@@ -1,4 +1,4 @@
-// Spend and calls per day as a uPlot chart. The curve is drawn from floats (pixels need no
+// Spend, calls and errors per day as a uPlot chart. The curve is drawn from floats (pixels need no
 // exactness); the legend shows each day's exact amount from the API.
 import { useEffect, useRef } from "preact/hooks"
 import uPlot from "uplot"
@@ -15,6 +15,7 @@ export const DailyChart = ({ buckets }: { buckets: ReadonlyArray<UsageBucket> })
     const xs = buckets.map((bucket) => Date.parse(bucket.key) / 1000)
     const spend = buckets.map((bucket) => Number(bucket.cost_usd))
     const calls = buckets.map((bucket) => bucket.calls)
+    const errors = buckets.map((bucket) => bucket.errors)
     const plot = new uPlot({
       width: Math.max(320, element.clientWidth),
       height: HEIGHT,
@@ -30,14 +31,15 @@ export const DailyChart = ({ buckets }: { buckets: ReadonlyArray<UsageBucket> })
           fill: "rgba(37, 99, 235, 0.08)",
           value: (_, __, ___, index) => index == null ? "—" : formatUsd(buckets[index]?.cost_usd)
         },
-        { label: "Calls", scale: "calls", stroke: "#16a34a", width: 2, value: (_, value) => value == null ? "—" : String(value) }
+        { label: "Calls", scale: "calls", stroke: "#16a34a", width: 2, value: (_, value) => value == null ? "—" : String(value) },
+        { label: "Errors", scale: "calls", stroke: "#cf222e", width: 1, dash: [4, 4], value: (_, value) => value == null ? "—" : String(value) }
       ],
       axes: [
         {},
         { scale: "usd", values: (_, ticks) => ticks.map((tick) => `$${tick}`), size: 70 },
         { scale: "calls", side: 1, grid: { show: false } }
       ]
-    }, [xs, spend, calls], element)
+    }, [xs, spend, calls, errors], element)
     const resize = new ResizeObserver(() => plot.setSize({ width: Math.max(320, element.clientWidth), height: HEIGHT }))
     resize.observe(element)
     return () => {

@@ -148,32 +148,54 @@ const BudgetCard = ({ base, onChange }: { base: string; onChange: () => void }) 
   )
 }
 
+/** A date input's day (UTC) as the listing's `since`. */
+const sinceOf = (day: string) => (day === "" ? undefined : new Date(`${day}T00:00:00Z`).toISOString())
+
+const daysAgo = (days: number) => new Date(Date.now() - days * 86_400_000).toISOString().slice(0, 10)
+
+/**
+ * The budget's ledger rows in the API's backfill order (oldest first) from a chosen day on;
+ * "Load more" follows `next_cursor`, which never skips nor repeats a row.
+ */
 const Ledger = ({ base, round }: { base: string; round: number }) => {
   const call = useCall()
-  const [pages, setPages] = useState<ReadonlyArray<string>>([])
-  const ledger = useLoad(async () => {
-    const first = await orNull(call<Backfill<BudgetTransaction>>("GET", `${base}/budget/transactions`, { query: { limit: 200 } }))
-    if (first === null) return null
-    const rows = [...first.data]
-    let cursor = first.next_cursor
-    for (const _ of pages) {
-      if (cursor === null) break
-      const next = await call<Backfill<BudgetTransaction>>("GET", `${base}/budget/transactions`, { query: { limit: 200, after: cursor } })
-      rows.push(...next.data)
-      cursor = next.data.length === 0 ? null : next.next_cursor
-    }
-    return { rows, more: cursor !== null && first.data.length === first.limit }
-  }, [base, round, pages.length])
+  const [since, setSince] = useState(() => daysAgo(30))
+  const [rows, setRows] = useState<ReadonlyArray<BudgetTransaction>>([])
+  const [cursor, setCursor] = useState<string | null>(null)
+  const [loadingMore, setLoadingMore] = useState(false)
+  const path = `${base}/budget/transactions`
+  const first = useLoad(async () => {
+    const page = await orNull(call<Backfill<BudgetTransaction>>("GET", path, { query: { since: sinceOf(since), limit: 100 } }))
+    setRows(page?.data ?? [])
+    setCursor(page === null || page.data.length < page.limit ? null : page.next_cursor)
+    return page
+  }, [path, round, since])
+  const more = useAction()
+  const loadMore = () =>
+    void more.run(async () => {
+      setLoadingMore(true)
+      try {
+        const page = await call<Backfill<BudgetTransaction>>("GET", path, { query: { after: cursor, limit: 100 } })
+        setRows([...rows, ...page.data])
+        setCursor(page.data.length < page.limit ? null : page.next_cursor)
+      } finally {
+        setLoadingMore(false)
+      }
+      return undefined
+    })
   return (
     <section class="card">
-      <h3>Budget history (ledger rows)</h3>
-      <Show loaded={ledger} context="Ledger unavailable">
-        {(l) => l === null || l.rows.length === 0 ? <p class="muted">No ledger rows.</p> : (
+      <div class="title-row">
+        <h3>Budget history (ledger rows)</h3>
+        <label class="inline">Since <input type="date" value={since} onChange={(e) => setSince((e.currentTarget as HTMLInputElement).value)} aria-label="Ledger rows since (UTC day)" /></label>
+      </div>
+      <Show loaded={first} context="Ledger unavailable">
+        {(page) => page === null ? <p class="muted">No live budget.</p> : rows.length === 0 ? <p class="muted">No ledger rows since {since}.</p> : (
           <>
             <table data-testid="ledger">
               <thead><tr><th>When</th><th>Type</th><th class="num">Amount</th><th class="num">Used after</th><th class="num">Max after</th><th>Reason</th><th>By</th></tr></thead>
               <tbody>
-                {[...l.rows].reverse().map((row) => (
+                {rows.map((row) => (
                   <tr key={row.id}>
                     <td><When value={row.created_at} /></td>
                     <td>{row.type}</td>
@@ -186,7 +208,8 @@ const Ledger = ({ base, round }: { base: string; round: number }) => {
                 ))}
               </tbody>
             </table>
-            {l.more ? <button type="button" class="secondary" onClick={() => setPages([...pages, "more"])}>Load older rows</button> : null}
+            {cursor === null ? null : <button type="button" class="secondary" disabled={loadingMore} onClick={loadMore}>Load more</button>}
+            {more.feedback}
           </>
         )}
       </Show>

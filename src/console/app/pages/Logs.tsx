@@ -75,7 +75,7 @@ export const Logs = () => {
       else {
         const found = await call<Page<EndUser>>("GET", `${base}/end-users`, { query: { external_id: filters.user, limit: 1 } })
         user = found.data[0]
-        if (user === undefined) return { page: { data: [], total: 0, page: 1, limit: LIMIT }, unknownUser: true, user }
+        if (user === undefined) return { page: { data: [], total: 0, page: 1, limit: LIMIT }, unknownUser: true, user, externalIds: new Map<string, string>() }
         endUserId = user.id
       }
     }
@@ -92,7 +92,11 @@ export const Logs = () => {
         limit: LIMIT
       }
     })
-    return { page: answer, unknownUser: false, user }
+    // Rows carry the end user's id; the table shows their external_id (one read per user shown).
+    const ids = [...new Set(answer.data.flatMap((entry) => (entry.end_user_id === null ? [] : [entry.end_user_id])))]
+    const users = await Promise.all(ids.map((id) => call<EndUser>("GET", `${base}/end-users/${id}`).catch(() => null)))
+    const externalIds = new Map(users.flatMap((u) => (u === null ? [] : [[u.id, u.external_id] as const])))
+    return { page: answer, unknownUser: false, user, externalIds }
   }, [filters, page, platformId])
 
   const apply = (event: Event) => {
@@ -140,10 +144,14 @@ export const Logs = () => {
         <button type="reset" class="secondary">Clear</button>
       </form>
       {open === null ? null : (
-        <Detail entry={open} userLabel={open.end_user_id ?? "platform key"} onClose={() => setOpen(null)} />
+        <Detail
+          entry={open}
+          userLabel={open.end_user_id === null ? "platform key" : `${logs.data?.externalIds.get(open.end_user_id) ?? ""} (${open.end_user_id})`}
+          onClose={() => setOpen(null)}
+        />
       )}
       <Show loaded={logs} context="Logs unavailable">
-        {({ page: list, unknownUser }) => unknownUser ? <ErrorBox error={new Error(`No end user with external_id “${filters.user}”.`)} /> : list.data.length === 0 ? <p class="muted">No calls match.</p> : (
+        {({ page: list, unknownUser, externalIds }) => unknownUser ? <ErrorBox error={new Error(`No end user with external_id “${filters.user}”.`)} /> : list.data.length === 0 ? <p class="muted">No calls match.</p> : (
           <>
             <table class="clickable" data-testid="logs">
               <thead>
@@ -156,7 +164,7 @@ export const Logs = () => {
                     <td><When value={entry.created_at} /></td>
                     <td>{entry.request_type}</td>
                     <td>{entry.model ?? "—"}</td>
-                    <td>{entry.end_user_id === null ? <span class="muted">platform key</span> : <a href={`#/users/${entry.end_user_id}`} onClick={(e) => e.stopPropagation()}>{entry.end_user_id.slice(0, 8)}…</a>}</td>
+                    <td>{entry.end_user_id === null ? <span class="muted">platform key</span> : <a href={`#/users/${entry.end_user_id}`} onClick={(e) => e.stopPropagation()}>{externalIds.get(entry.end_user_id) ?? `${entry.end_user_id.slice(0, 8)}…`}</a>}</td>
                     <td><Badge tone={statusTone(entry)}>{entry.status}</Badge></td>
                     <td class="num">{entry.total_tokens}</td>
                     <td class="num"><Usd value={entry.estimated_cost_usd} /></td>
