@@ -272,8 +272,14 @@ describe("the console in Chromium", () => {
     await shot("end-users")
   })
 
-  it("settings: provider key lookup and the capabilities policy", async () => {
+  it("settings: a refused change shows the API's error, provider key lookup, the capabilities policy", async () => {
     await open("#/settings")
+    await page.getByLabel("Default monthly budget for new end users (USD, empty for none)").fill("lots")
+    await page.getByRole("button", { name: "Save", exact: true }).click()
+    const refusal = page.getByRole("alert")
+    await refusal.waitFor()
+    expect(await refusal.textContent()).toMatch(/validation_error · field settings\.default_budget_usd · HTTP 422/)
+    await page.getByLabel("Default monthly budget for new end users (USD, empty for none)").fill("")
     await page.getByLabel("Provider slug to look up").fill("mock")
     await page.getByRole("button", { name: "Look up" }).click()
     await page.getByText("key ending").waitFor()

@@ -5,6 +5,9 @@ import { ApiError } from "../api"
 import type { CapabilitySummary, Platform, ProviderKey } from "../types"
 import { Badge, field, Show, Usd, useAction, useCall, useLoad, usePlatformId, When } from "../ui"
 
+/** An amount field of the settings (JSON numbers there): empty is null; text that is no number goes as typed, for the API to refuse. */
+const amountOrNull = (text: string): number | string | null => (text === "" ? null : Number.isFinite(Number(text)) ? Number(text) : text)
+
 const list = (text: string) => text.split(",").map((item) => item.trim()).filter((item) => item !== "")
 
 const General = ({ platform, onSaved }: { platform: Platform; onSaved: () => void }) => {
@@ -19,14 +22,14 @@ const General = ({ platform, onSaved }: { platform: Platform; onSaved: () => voi
         body: {
           name: field(form, "name"),
           skills_enabled: field(form, "skills_enabled") === "true",
-          settings: { default_budget_usd: budget === "" ? null : Number(budget), budget_enforcement: field(form, "budget_enforcement") }
+          settings: { default_budget_usd: amountOrNull(budget), budget_enforcement: field(form, "budget_enforcement") }
         }
       })
       onSaved()
       return "Settings saved."
     })
   }
-  const settings = platform.settings as { default_budget_usd?: number | null; budget_enforcement?: string }
+  const settings = platform.settings as { default_budget_usd?: string | null; budget_enforcement?: string }
   return (
     <section class="card">
       <h3>Platform</h3>
@@ -34,7 +37,7 @@ const General = ({ platform, onSaved }: { platform: Platform; onSaved: () => voi
       <form class="stack" onSubmit={save}>
         <label>Name <input name="name" defaultValue={platform.name} required /></label>
         <label>Default monthly budget for new end users (USD, empty for none)
-          <input name="default_budget_usd" inputMode="decimal" defaultValue={settings.default_budget_usd?.toString() ?? ""} />
+          <input name="default_budget_usd" inputMode="decimal" defaultValue={settings.default_budget_usd ?? ""} />
         </label>
         <label>Budget enforcement
           <select name="budget_enforcement" defaultValue={settings.budget_enforcement ?? "optimistic"}>
@@ -166,7 +169,7 @@ const Capabilities = ({ platform, onSaved }: { platform: Platform; onSaved: () =
           settings: {
             capabilities: {
               enabled: field(form, "enabled") === "true",
-              max_price_usd: ceiling === "" ? null : Number(ceiling),
+              max_price_usd: amountOrNull(ceiling),
               allowlist: allowlist === "" ? null : list(allowlist),
               denylist: list(field(form, "denylist")),
               charge_failed_calls: field(form, "charge_failed_calls") === "true"

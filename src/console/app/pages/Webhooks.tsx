@@ -1,5 +1,6 @@
 // Webhooks: the platform's endpoints (a new endpoint's signing secret is shown once), and per
 // endpoint its deliveries, one per event, each opening its attempts.
+import { Fragment } from "preact"
 import { useState } from "preact/hooks"
 import type { Page } from "../api"
 import type { WebhookAttempt, WebhookDelivery, WebhookEndpoint } from "../types"
@@ -52,15 +53,15 @@ const Deliveries = ({ endpoint, base }: { endpoint: WebhookEndpoint; base: strin
               <thead><tr><th>Event</th><th>Type</th><th>Status</th><th>Attempts</th><th>Last HTTP</th><th>Last error</th><th>Next try</th><th>Created</th></tr></thead>
               <tbody>
                 {list.data.map((d) => (
-                  <>
-                    <tr key={d.id} tabIndex={0} onClick={() => setOpen(open === d.id ? null : d.id)} onKeyDown={(e) => { if (e.key === "Enter") setOpen(open === d.id ? null : d.id) }}>
+                  <Fragment key={d.id}>
+                    <tr tabIndex={0} onClick={() => setOpen(open === d.id ? null : d.id)} onKeyDown={(e) => { if (e.key === "Enter") setOpen(open === d.id ? null : d.id) }}>
                       <td><code>{d.event_id}</code></td><td>{d.event_type}</td>
                       <td><Badge tone={deliveryTone(d.status)}>{d.status}</Badge></td>
                       <td>{d.attempt}</td><td>{d.http_status ?? "—"}</td><td>{d.last_error ?? ""}</td>
                       <td><When value={d.next_attempt_at} /></td><td><When value={d.created_at} /></td>
                     </tr>
-                    {open === d.id ? <tr key={`${d.id}-attempts`}><td colSpan={8}><Attempts path={`${path}/${d.id}/attempts`} /></td></tr> : null}
-                  </>
+                    {open === d.id ? <tr><td colSpan={8}><Attempts path={`${path}/${d.id}/attempts`} /></td></tr> : null}
+                  </Fragment>
                 ))}
               </tbody>
             </table>
@@ -136,9 +137,11 @@ export const Webhooks = () => {
                     <td>{endpoint.event_types.join(", ")}</td>
                     <td>{endpoint.is_active ? <Badge tone="good">active</Badge> : <Badge tone="bad">inactive</Badge>}</td>
                     <td><When value={endpoint.created_at} /></td>
-                    <td class="row">
-                      <button type="button" class="secondary" onClick={() => setSelected(endpoint)}>Deliveries</button>
-                      <button type="button" class="danger" onClick={() => remove(endpoint)}>Delete</button>
+                    <td>
+                      <div class="row">
+                        <button type="button" class="secondary" onClick={() => setSelected(endpoint)}>Deliveries</button>
+                        <button type="button" class="danger" onClick={() => remove(endpoint)}>Delete</button>
+                      </div>
                     </td>
                   </tr>
                 ))}
