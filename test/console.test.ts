@@ -77,8 +77,10 @@ afterAll(async () => {
   await receiver?.close()
 })
 
+/** What the browser tests created, for the later ones. */
+const state: { endUserId?: string; firstKey?: string; secondKey?: string; cost?: string } = {}
+
 describe("the console in Chromium", () => {
-  const state: { endUserId?: string; firstKey?: string; secondKey?: string; cost?: string } = {}
   const client = (apiKey: string) => new OpenAI({ apiKey, baseURL: `${gw.baseUrl}/v1`, maxRetries: 0 })
   const chat = (apiKey: string) =>
     client(apiKey).chat.completions.create({ model: "mock-echo", messages: [{ role: "user", content: "Hello from the console test" }] })
@@ -378,6 +380,15 @@ describe("the console's HTTP surface", () => {
     const user = ok(await gw.call("POST", `/v1/platforms/${platformId}/end-users`, { key: platformKey, body: { external_id: "probe" } }), 201).body
     expect((await gw.call("GET", "/v1/platform", { key: user.api_key.raw_key })).status).toBe(403)
     expect((await gw.call("GET", "/v1/platform")).status).toBe(401)
+  })
+
+  it("lists one end user's keys", async () => {
+    const keys = (query: string) => gw.call("GET", `/v1/platforms/${platformId}/api-keys?type=end_user&${query}`, { key: platformKey }).then((res) => ok(res).body)
+    const ada = await keys(`end_user_id=${state.endUserId}`)
+    expect(ada.total).toBe(2)
+    expect(ada.data.every((key: { end_user_id: string }) => key.end_user_id === state.endUserId)).toBe(true)
+    expect((await keys("")).total).toBeGreaterThan(2)
+    expect((await keys("end_user_id=not-an-id")).total).toBe(0)
   })
 
   it("filters logs by type, status and time range", async () => {

@@ -20,7 +20,12 @@ export const DailyChart = ({ buckets }: { buckets: ReadonlyArray<UsageBucket> })
       width: Math.max(320, element.clientWidth),
       height: HEIGHT,
       tzDate: (seconds) => uPlot.tzDate(new Date(seconds * 1000), "Etc/UTC"),
-      scales: { x: { time: true }, usd: { range: (_, min, max) => [0, Math.max(max, min, 0.01) * 1.1] }, calls: { range: (_, min, max) => [0, Math.max(max, min, 1) * 1.1] } },
+      // From zero, up to the highest day (fractions of a cent stay visible).
+      scales: {
+        x: { time: true },
+        usd: { range: (_, __, max) => [0, max > 0 ? max * 1.1 : 1] },
+        calls: { range: (_, __, max) => [0, Math.max(max, 1) * 1.1] }
+      },
       series: [
         { value: (_, seconds) => seconds == null ? "—" : new Date(seconds * 1000).toISOString().slice(0, 10) },
         {
@@ -36,7 +41,7 @@ export const DailyChart = ({ buckets }: { buckets: ReadonlyArray<UsageBucket> })
       ],
       axes: [
         {},
-        { scale: "usd", values: (_, ticks) => ticks.map((tick) => `$${tick}`), size: 70 },
+        { scale: "usd", values: (_, ticks) => ticks.map((tick) => formatUsd(String(tick))), size: 70 },
         { scale: "calls", side: 1, grid: { show: false } }
       ]
     }, [xs, spend, calls, errors], element)

@@ -6,7 +6,7 @@ import { useState } from "preact/hooks"
 import { ApiError, newIdempotencyKey, type Backfill, type Page } from "../api"
 import { formatUnits, formatUsd } from "../money"
 import type { ApiKey, ApiKeyCreated, Budget, BudgetTransaction, EndUser, RateLimits, WalletView } from "../types"
-import { Badge, BudgetBar, field, SecretOnce, Show, Usd, useAction, useCall, useLoad, usePlatformId, When } from "../ui"
+import { Badge, BudgetBar, field, Pager, SecretOnce, Show, Usd, useAction, useCall, useLoad, usePlatformId, When } from "../ui"
 
 /** One Idempotency-Key per action, renewed once the action has succeeded. */
 const useIdempotencyKey = (): [string, () => void] => {
@@ -270,18 +270,14 @@ const RateLimitsCard = ({ base }: { base: string }) => {
   )
 }
 
-/** The user's keys: the end-user key listing is platform-wide, so it is read in full and filtered. */
 const KeysCard = ({ platformId, endUserId }: { platformId: string; endUserId: string }) => {
   const call = useCall()
   const keysPath = `/v1/platforms/${platformId}/api-keys`
-  const keys = useLoad(async () => {
-    const mine: Array<ApiKey> = []
-    for (let page = 1; ; page++) {
-      const answer = await call<Page<ApiKey>>("GET", keysPath, { query: { type: "end_user", limit: 100, page } })
-      mine.push(...answer.data.filter((key) => key.end_user_id === endUserId))
-      if (page * answer.limit >= answer.total) return mine
-    }
-  }, [endUserId])
+  const [page, setPage] = useState(1)
+  const keys = useLoad(
+    () => call<Page<ApiKey>>("GET", keysPath, { query: { type: "end_user", end_user_id: endUserId, limit: 20, page } }),
+    [endUserId, page]
+  )
   const [created, setCreated] = useState<ApiKeyCreated | null>(null)
   const action = useAction()
   const create = (event: Event) => {
@@ -305,26 +301,29 @@ const KeysCard = ({ platformId, endUserId }: { platformId: string; endUserId: st
     <section class="card">
       <h3>API keys</h3>
       <Show loaded={keys} context="Keys unavailable">
-        {(list) => list.length === 0 ? <p class="muted">No keys.</p> : (
-          <table data-testid="keys">
-            <thead><tr><th>Prefix</th><th>Name</th><th>Scopes</th><th>State</th><th>Created</th><th /></tr></thead>
-            <tbody>
-              {list.map((key) => (
-                <tr key={key.id}>
-                  <td><code>{key.key_prefix}…</code></td>
-                  <td>{key.name}</td>
-                  <td>{key.scopes.join(", ")}</td>
-                  <td>{key.is_active ? <Badge tone="good">active</Badge> : <Badge tone="bad">revoked</Badge>}</td>
-                  <td><When value={key.created_at} /></td>
-                  <td>
-                    {key.is_active
-                      ? <button type="button" class="danger" disabled={action.busy} onClick={() => setActive(key, false)}>Revoke</button>
-                      : <button type="button" class="secondary" disabled={action.busy} onClick={() => setActive(key, true)}>Enable</button>}
-                  </td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
+        {(list) => list.data.length === 0 ? <p class="muted">No keys.</p> : (
+          <>
+            <table data-testid="keys">
+              <thead><tr><th>Prefix</th><th>Name</th><th>Scopes</th><th>State</th><th>Created</th><th /></tr></thead>
+              <tbody>
+                {list.data.map((key) => (
+                  <tr key={key.id}>
+                    <td><code>{key.key_prefix}…</code></td>
+                    <td>{key.name}</td>
+                    <td>{key.scopes.join(", ")}</td>
+                    <td>{key.is_active ? <Badge tone="good">active</Badge> : <Badge tone="bad">revoked</Badge>}</td>
+                    <td><When value={key.created_at} /></td>
+                    <td>
+                      {key.is_active
+                        ? <button type="button" class="danger" disabled={action.busy} onClick={() => setActive(key, false)}>Revoke</button>
+                        : <button type="button" class="secondary" disabled={action.busy} onClick={() => setActive(key, true)}>Enable</button>}
+                    </td>
+                  </tr>
+                ))}
+              </tbody>
+            </table>
+            {list.total > list.limit ? <Pager page={list.page} limit={list.limit} total={list.total} onPage={setPage} /> : null}
+          </>
         )}
       </Show>
       <form class="row" onSubmit={create}>

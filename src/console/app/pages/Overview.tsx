@@ -9,6 +9,7 @@ import { ErrorBox, Loading, Show, Usd, useCall, useLoad, usePlatformId } from ".
 
 const DAY = 86_400_000
 const BURN_DAYS = 7
+const TOP = 5
 
 /** [from, to) covering the last `days` UTC days, today included. */
 const rangeOf = (days: number) => {
@@ -16,6 +17,10 @@ const rangeOf = (days: number) => {
   const end = Date.UTC(today.getUTCFullYear(), today.getUTCMonth(), today.getUTCDate()) + DAY
   return { from: new Date(end - days * DAY).toISOString(), to: new Date(end).toISOString() }
 }
+
+/** Days as people read them: beyond ten years the exact figure says nothing more. */
+const runwayText = (days: string) =>
+  Number(days) >= 3650 ? "more than 10 years" : `about ${days} days`
 
 const topBySpend = (buckets: ReadonlyArray<UsageBucket>, count: number) =>
   [...buckets].filter((b) => b.calls > 0).sort((a, b) => compareDecimals(b.cost_usd, a.cost_usd)).slice(0, count)
@@ -43,10 +48,13 @@ export const Overview = () => {
   const base = `/v1/platforms/${platformId}`
   const usage = useLoad(async () => {
     const query = rangeOf(days)
-    const [byDay, byModel, byUser] = await Promise.all(
-      (["day", "model", "end_user"] as const).map((group_by) => call<Usage>("GET", `${base}/usage`, { query: { ...query, group_by } }))
-    )
-    return { byDay: byDay!, byModel: byModel!, byUser: byUser! }
+    const [byDay, byModel, byUser] = await Promise.all([
+      call<Usage>("GET", `${base}/usage`, { query: { ...query, group_by: "day" } }),
+      // The API answers the costliest buckets first.
+      call<Usage>("GET", `${base}/usage`, { query: { ...query, group_by: "model", limit: TOP } }),
+      call<Usage>("GET", `${base}/usage`, { query: { ...query, group_by: "end_user", limit: TOP } })
+    ])
+    return { byDay, byModel, byUser }
   }, [days, platformId])
   const wallet = useLoad(() => call<PlatformWallet>("GET", `${base}/platform-wallet`), [platformId])
 
@@ -80,7 +88,7 @@ export const Overview = () => {
                       const runway = runwayDays(w.balance_usd, burn, BURN_DAYS)
                       return runway === null
                         ? "No spend in the last 7 days: no runway to estimate."
-                        : <>Runway about {runway} days at the last 7 days' spend (<Usd value={burn} />).</>
+                        : <>Runway {runwayText(runway)} at the last 7 days' spend (<Usd value={burn} />).</>
                     })()}
                   </p>
                 )}
@@ -112,8 +120,8 @@ export const Overview = () => {
             <DailyChart buckets={usage.data.byDay.data} />
           </section>
           <div class="cards">
-            <TopTable title="Top end users by spend" buckets={topBySpend(usage.data.byUser.data, 5)} label={(b) => b.external_id ?? (b.key || "Platform keys (no end user)")} />
-            <TopTable title="Top models by spend" buckets={topBySpend(usage.data.byModel.data, 5)} label={(b) => b.key} />
+            <TopTable title="Top end users by spend" buckets={topBySpend(usage.data.byUser.data, TOP)} label={(b) => b.external_id ?? (b.key || "Platform keys (no end user)")} />
+            <TopTable title="Top models by spend" buckets={topBySpend(usage.data.byModel.data, TOP)} label={(b) => b.key} />
           </div>
         </>
       )}
