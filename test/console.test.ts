@@ -274,7 +274,7 @@ describe("the console in Chromium", () => {
     await shot("end-users")
   })
 
-  it("settings: a refused change shows the API's error, provider key lookup, the capabilities policy", async () => {
+  it("settings: a refused change shows the API's error, provider key lookup, the capabilities policy, tool apps", async () => {
     await open("#/settings")
     await page.getByLabel("Default monthly budget for new end users (USD, empty for none)").fill("lots")
     await page.getByRole("button", { name: "Save", exact: true }).click()
@@ -290,6 +290,14 @@ describe("the console in Chromium", () => {
     await page.getByText("Capabilities policy saved.").waitFor()
     const platform = ok(await gw.call("GET", `/v1/platforms/${platformId}`, { key: platformKey })).body
     expect(platform.settings.capabilities.max_price_usd).toBe(0.5)
+
+    await page.getByLabel("OAuth client id").fill("gh-client")
+    await page.getByLabel("OAuth client secret").fill("gh-secret")
+    await page.getByLabel("Your web app's base URL (the OAuth landing route lives there)").fill("http://127.0.0.1:9/app")
+    await page.getByRole("button", { name: "Activate" }).click()
+    const apps = page.getByTestId("tool-apps")
+    await apps.locator("tr", { hasText: "github" }).getByText("active").waitFor()
+    expect(await apps.textContent()).not.toContain("gh-secret")
     await shot("settings")
   })
 
@@ -380,6 +388,15 @@ describe("the console's HTTP surface", () => {
     const user = ok(await gw.call("POST", `/v1/platforms/${platformId}/end-users`, { key: platformKey, body: { external_id: "probe" } }), 201).body
     expect((await gw.call("GET", "/v1/platform", { key: user.api_key.raw_key })).status).toBe(403)
     expect((await gw.call("GET", "/v1/platform")).status).toBe(401)
+  })
+
+  it("lists the platform's tool-app activations with their connections, never the secret", async () => {
+    const apps = ok(await gw.call("GET", `/v1/platforms/${platformId}/mcp/apps`, { key: platformKey })).body
+    expect(apps.data).toEqual([expect.objectContaining({ app_slug: "github", base_url: "http://127.0.0.1:9/app", is_active: true, connections: 0, needs_reauth: 0 })])
+    expect(JSON.stringify(apps)).not.toMatch(/gh-secret|gh-client/)
+    const other = await createPlatform(gw, { name: "Other" })
+    expect((await gw.call("GET", `/v1/platforms/${platformId}/mcp/apps`, { key: other.platformKey })).status).toBe(404)
+    expect(ok(await gw.call("GET", `/v1/platforms/${other.platformId}/mcp/apps`, { key: other.platformKey })).body.data).toEqual([])
   })
 
   it("lists one end user's keys", async () => {

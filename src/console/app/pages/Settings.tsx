@@ -112,8 +112,18 @@ const ProviderKeys = ({ platformId }: { platformId: string }) => {
   )
 }
 
+interface ToolAppActivation {
+  readonly app_slug: string
+  readonly base_url: string
+  readonly is_active: boolean
+  readonly connections: number
+  readonly needs_reauth: number
+  readonly created_at: string
+}
+
 const ToolApps = ({ platformId }: { platformId: string }) => {
   const call = useCall()
+  const apps = useLoad(() => call<{ data: ReadonlyArray<ToolAppActivation> }>("GET", `/v1/platforms/${platformId}/mcp/apps`), [platformId])
   const action = useAction()
   const activate = (event: Event) => {
     event.preventDefault()
@@ -124,12 +134,29 @@ const ToolApps = ({ platformId }: { platformId: string }) => {
         body: { app_slug: app, client_id: field(form, "client_id"), client_secret: field(form, "client_secret"), base_url: field(form, "base_url") }
       })
       form.reset()
+      apps.reload()
       return `${app} is active for this platform's end users.`
     })
   }
   return (
     <section class="card">
       <h3>Tool apps</h3>
+      <Show loaded={apps} context="Tool apps unavailable">
+        {(list) => list.data.length === 0 ? <p class="muted">No tool app activated.</p> : (
+          <table data-testid="tool-apps">
+            <thead><tr><th>App</th><th>Landing base URL</th><th>State</th><th class="num">Connected users</th><th class="num">To reconnect</th><th>Since</th></tr></thead>
+            <tbody>
+              {list.data.map((app) => (
+                <tr key={app.app_slug}>
+                  <td>{app.app_slug}</td><td>{app.base_url}</td>
+                  <td>{app.is_active ? <Badge tone="good">active</Badge> : <Badge tone="bad">inactive</Badge>}</td>
+                  <td class="num">{app.connections}</td><td class="num">{app.needs_reauth}</td><td><When value={app.created_at} /></td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        )}
+      </Show>
       <form class="stack" onSubmit={activate}>
         <label>App
           <select name="app_slug">
@@ -145,8 +172,8 @@ const ToolApps = ({ platformId }: { platformId: string }) => {
         <button type="submit" disabled={action.busy}>Activate</button>
       </form>
       <p class="muted">
-        Posting an app again updates its credentials. Connections belong to end users: each one connects
-        through the tool service with their own key (GET /connections on the tool service lists theirs).
+        Activating an app again updates its credentials. Each end user connects their own account
+        through the tool service with their key; the table counts their live connections.
       </p>
       {action.feedback}
     </section>
