@@ -10,7 +10,7 @@ import { chromium, type Browser, type Page } from "playwright-core"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { packageFile } from "../layers/lib/PackageRoot.js"
 import { CONSOLE_CSP } from "../src/console/ConsoleRoutes.js"
-import { formatUsd } from "../src/console/app/money.js"
+import { formatUsd, sumDecimals } from "../src/console/app/money.js"
 import { startReceiver, type WebhookReceiver } from "./fakes/WebhookReceiver.js"
 import { catalogMockEcho, createPlatform, type Gateway, ok, startGateway } from "./support/Gateway.js"
 import { until } from "./support/Polling.js"
@@ -326,8 +326,17 @@ describe("the console in Chromium", () => {
     expect(await models.textContent()).toContain("$1.00")
     expect(await models.textContent()).toContain("$2.00")
     await shot("operator-models")
+  })
+
+  // Needs GET /v1/admin/usage (issue 35, point 1).
+  it("the operator's usage across platforms shows each platform's exact spend (usage API)", async () => {
+    const logs = ok(await gw.call("GET", `/v1/platforms/${platformId}/logs?limit=100`, { key: platformKey })).body.data
+    const spent = sumDecimals(logs.map((row: { estimated_cost_usd: string }) => row.estimated_cost_usd))
     await open("#/usage")
-    await page.locator("main h2").filter({ hasText: "Usage across platforms" }).waitFor()
+    const row = page.getByTestId("usage").locator("tr", { hasText: "Acme" })
+    await row.waitFor({ timeout: 10_000 })
+    expect(await row.locator("td").last().textContent()).toBe(formatUsd(spent))
+    expect(await row.locator("td").nth(1).textContent()).toBe(String(logs.length))
     await shot("operator-usage")
     await page.getByRole("button", { name: "Sign out" }).click()
   })
