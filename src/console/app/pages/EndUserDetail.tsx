@@ -127,10 +127,10 @@ const BudgetCard = ({ base, onChange }: { base: string; onChange: () => void }) 
             </form>
             <form class="row" onSubmit={adjust}>
               <input name="max_usd" inputMode="decimal" placeholder="new max USD" required aria-label="Adjusted max USD" />
-              <select name="period" aria-label="Adjusted period" value={b.period}>
-                <option value="monthly">monthly</option>
-                <option value="daily">daily</option>
-                <option value="one_time">one time</option>
+              <select name="period" aria-label="Adjusted period">
+                <option value="monthly" selected={b.period === "monthly"}>monthly</option>
+                <option value="daily" selected={b.period === "daily"}>daily</option>
+                <option value="one_time" selected={b.period === "one_time"}>one time</option>
               </select>
               <input name="reason" placeholder="reason (optional)" aria-label="Adjustment reason" />
               <button type="submit" class="secondary" disabled={action.busy}>Adjust</button>

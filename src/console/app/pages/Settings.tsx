@@ -40,9 +40,9 @@ const General = ({ platform, onSaved }: { platform: Platform; onSaved: () => voi
           <input name="default_budget_usd" inputMode="decimal" defaultValue={settings.default_budget_usd ?? ""} />
         </label>
         <label>Budget enforcement
-          <select name="budget_enforcement" defaultValue={settings.budget_enforcement ?? "optimistic"}>
+          <select name="budget_enforcement">
             <option value="optimistic">optimistic: admit while money remains</option>
-            <option value="reserve">reserve: hold each call's maximum cost first</option>
+            <option value="reserve" selected={settings.budget_enforcement === "reserve"}>reserve: hold each call's maximum cost first</option>
           </select>
         </label>
         <label class="inline"><input type="checkbox" name="skills_enabled" defaultChecked={platform.skills_enabled} /> Skills: offer the skills tools on each user's MCP URL</label>
