@@ -134,7 +134,7 @@ describe("the console in Chromium", () => {
     expect(page.url()).not.toContain("sk-")
   })
 
-  it("creates a budget and tops it up, each with an Idempotency-Key", async () => {
+  it("creates a budget, tops it up and adjusts it, each with its own Idempotency-Key", async () => {
     await page.getByLabel("Budget max USD").fill("5")
     await page.getByRole("button", { name: "Create budget" }).click()
     await page.getByTestId("budget-max").filter({ hasText: "$5.00" }).waitFor()
@@ -143,15 +143,20 @@ describe("the console in Chromium", () => {
     await page.getByRole("button", { name: "Top up", exact: true }).first().click()
     await page.getByTestId("budget-max").filter({ hasText: "$7.50" }).waitFor()
     await page.getByTestId("ledger").getByText("welcome credit").waitFor()
+    await page.getByLabel("Adjusted max USD").fill("8")
+    await page.getByLabel("Adjustment reason").fill("raised")
+    await page.getByRole("button", { name: "Adjust", exact: true }).click()
+    await page.getByTestId("budget-max").filter({ hasText: "$8.00" }).waitFor()
+    await page.getByTestId("ledger").getByText("raised").waitFor()
 
     const budget = ok(await gw.call("GET", `/v1/platforms/${platformId}/end-users/${state.endUserId}/budget`, { key: platformKey })).body
-    expect(budget.max_usd).toBe(7.5)
+    expect(budget).toMatchObject({ max_usd: 8, period: "monthly" })
     const rows = ok(await gw.call("GET", `/v1/platforms/${platformId}/end-users/${state.endUserId}/budget/transactions`, { key: platformKey })).body.data
-    expect(rows.map((row: { type: string }) => row.type)).toEqual(["opening", "topup"])
+    expect(rows.map((row: { type: string }) => row.type)).toEqual(["opening", "topup", "adjustment"])
     // Each money action sent its own key (stored by the gateway for replays).
     const keys = (await gw.db.pool.query(`SELECT operation, key FROM idempotency_keys WHERE platform_id = $1`, [platformId])).rows
-    expect(keys).toHaveLength(2)
-    expect(new Set(keys.map((row: { key: string }) => row.key)).size).toBe(2)
+    expect(keys).toHaveLength(3)
+    expect(new Set(keys.map((row: { key: string }) => row.key)).size).toBe(3)
     expect(keys.every((row: { key: string }) => row.key.startsWith("console-"))).toBe(true)
     await shot("end-user-detail")
   })
@@ -259,6 +264,34 @@ describe("the console in Chromium", () => {
     await page.getByRole("button", { name: "Resume" }).click()
     await page.getByText("Budget resumed.").waitFor()
     await expect(chat(state.secondKey!)).resolves.toBeTruthy()
+  })
+
+  it("rate limits and the display wallet of an end user", async () => {
+    ok(await gw.call("PATCH", `/v1/platforms/${platformId}`, { key: platformKey, body: { settings: { end_user_wallet: { enabled: true, unit: "gems" } } } }))
+    await open("#/users")
+    await open(`#/users/${state.endUserId}`)
+    await page.getByLabel("Requests per minute").fill("5")
+    await page.getByRole("button", { name: "Set", exact: true }).click()
+    await page.getByText("5 requests/min").waitFor()
+    expect(ok(await gw.call("GET", `/v1/platforms/${platformId}/end-users/${state.endUserId}/rate-limits`, { key: platformKey })).body)
+      .toEqual({ rpm_limit: 5, tpm_limit: null, rpd_limit: null, resolution: "explicit" })
+    await page.getByRole("button", { name: "Use default" }).click()
+    await page.getByText("no limits set").waitFor()
+
+    await page.getByLabel("Display wallet max").fill("100")
+    await page.getByRole("button", { name: "Initialise" }).click()
+    await page.getByText("0 gems / 100 gems").waitFor()
+    await page.getByLabel("Display top-up amount").fill("50")
+    await page.getByRole("button", { name: "Top up", exact: true }).nth(1).click()
+    await page.getByText("Display wallet topped up.").waitFor()
+    await page.getByLabel("Display adjust delta").fill("-10")
+    await page.getByLabel("Display adjust reason").fill("correction")
+    await page.getByRole("button", { name: "Adjust", exact: true }).nth(1).click()
+    await page.getByText("Display wallet adjusted.").waitFor()
+    const wallet = ok(await gw.call("GET", `/v1/platforms/${platformId}/end-users/${state.endUserId}/wallet`, { key: platformKey })).body
+    expect(wallet.display_ledger).toMatchObject({ unit: "gems", max: 150, used: 10, remaining: 140 })
+    await page.getByText("140 gems").waitFor()
+    await shot("end-user-wallet")
   })
 
   it("end users: search by external_id, budget bars", async () => {

@@ -70,12 +70,14 @@ const BudgetCard = ({ base, onChange }: { base: string; onChange: () => void }) 
     event.preventDefault()
     const form = event.currentTarget as HTMLFormElement
     const maxUsd = field(form, "max_usd")
+    const period = field(form, "period")
     void action.run(async () => {
       await call("PATCH", `${base}/budget`, {
         idempotencyKey: adjustKey,
-        body: { max_usd: maxUsd, period: field(form, "period"), ...withReason(field(form, "reason")) }
+        body: { max_usd: maxUsd, ...(period === "" ? {} : { period }), ...withReason(field(form, "reason")) }
       })
       renewAdjust()
+      form.reset()
       changed()
       return `Budget set to ${formatUsd(maxUsd)}.`
     })
@@ -128,9 +130,10 @@ const BudgetCard = ({ base, onChange }: { base: string; onChange: () => void }) 
             <form class="row" onSubmit={adjust}>
               <input name="max_usd" inputMode="decimal" placeholder="new max USD" required aria-label="Adjusted max USD" />
               <select name="period" aria-label="Adjusted period">
-                <option value="monthly" selected={b.period === "monthly"}>monthly</option>
-                <option value="daily" selected={b.period === "daily"}>daily</option>
-                <option value="one_time" selected={b.period === "one_time"}>one time</option>
+                <option value="">keep the {b.period.replace("_", " ")} period</option>
+                <option value="monthly">monthly</option>
+                <option value="daily">daily</option>
+                <option value="one_time">one time</option>
               </select>
               <input name="reason" placeholder="reason (optional)" aria-label="Adjustment reason" />
               <button type="submit" class="secondary" disabled={action.busy}>Adjust</button>
@@ -203,7 +206,7 @@ const Ledger = ({ base, round }: { base: string; round: number }) => {
                     <td class="num"><Usd value={row.used_usd_after} /></td>
                     <td class="num"><Usd value={row.max_usd_after} /></td>
                     <td>{row.reason ?? ""}</td>
-                    <td>{row.actor_type.replace("_", " ")}</td>
+                    <td>{row.actor_type.replaceAll("_", " ")}</td>
                   </tr>
                 ))}
               </tbody>
@@ -234,6 +237,7 @@ const RateLimitsCard = ({ base }: { base: string }) => {
       await call("PUT", `${base}/rate-limits`, {
         body: { rpm_limit: number(form, "rpm_limit"), tpm_limit: number(form, "tpm_limit"), rpd_limit: number(form, "rpd_limit") }
       })
+      form.reset()
       limits.reload()
       return "Rate limits saved."
     })
@@ -343,10 +347,11 @@ const DisplayWalletCard = ({ base, round }: { base: string; round: number }) => 
   const [topupKey, renewTopup] = useIdempotencyKey()
   const [adjustKey, renewAdjust] = useIdempotencyKey()
   const action = useAction()
-  const post = (path: string, key: string, renew: () => void, body: Record<string, unknown>, done: string) =>
+  const post = (form: HTMLFormElement, path: string, key: string, renew: () => void, body: Record<string, unknown>, done: string) =>
     void action.run(async () => {
       await call("POST", `${base}/wallet${path}`, { idempotencyKey: key, body })
       renew()
+      form.reset()
       wallet.reload()
       return done
     })
@@ -367,17 +372,17 @@ const DisplayWalletCard = ({ base, round }: { base: string; round: number }) => 
                 <dt>Rules</dt><dd>{w.display_ledger.active_rules.map((r) => `${r.trigger}: ${r.amount}`).join(", ") || "none"}</dd>
               </dl>
             )}
-            <form class="row" onSubmit={submit((form) => post("", initKey, renewInit, { max_display: field(form, "max_display") }, "Display wallet maximum set."))}>
+            <form class="row" onSubmit={submit((form) => post(form, "", initKey, renewInit, { max_display: field(form, "max_display") }, "Display wallet maximum set."))}>
               <input name="max_display" inputMode="decimal" placeholder="max" required aria-label="Display wallet max" />
               <button type="submit" disabled={action.busy}>{w.display_ledger === null ? "Initialise" : "Set max"}</button>
             </form>
             {w.display_ledger === null ? null : (
               <>
-                <form class="row" onSubmit={submit((form) => post("/topup", topupKey, renewTopup, { amount_display: field(form, "amount_display") }, "Display wallet topped up."))}>
+                <form class="row" onSubmit={submit((form) => post(form, "/topup", topupKey, renewTopup, { amount_display: field(form, "amount_display") }, "Display wallet topped up."))}>
                   <input name="amount_display" inputMode="decimal" placeholder="amount" required aria-label="Display top-up amount" />
                   <button type="submit" disabled={action.busy}>Top up</button>
                 </form>
-                <form class="row" onSubmit={submit((form) => post("/adjust", adjustKey, renewAdjust, { delta: field(form, "delta"), reason: field(form, "reason") }, "Display wallet adjusted."))}>
+                <form class="row" onSubmit={submit((form) => post(form, "/adjust", adjustKey, renewAdjust, { delta: field(form, "delta"), reason: field(form, "reason") }, "Display wallet adjusted."))}>
                   <input name="delta" inputMode="decimal" placeholder="delta (+ gives, − takes)" required aria-label="Display adjust delta" />
                   <input name="reason" placeholder="reason" required aria-label="Display adjust reason" />
                   <button type="submit" class="secondary" disabled={action.busy}>Adjust</button>
