@@ -61,8 +61,8 @@ export const EndUsers = () => {
       <div class="cards">
         <section class="card">
           <h3>Find</h3>
-          <form class="row" onSubmit={submitSearch}>
-            <input name="external_id" placeholder="external_id (exact)" aria-label="Search by external_id" />
+          <form class="row" onSubmit={submitSearch} key={search}>
+            <input name="external_id" placeholder="external_id (exact)" aria-label="Search by external_id" defaultValue={search} />
             <button type="submit">Search</button>
             {search === "" ? null : <button type="button" class="secondary" onClick={() => { setSearch(""); setPage(1) }}>Show all</button>}
           </form>
