@@ -98,6 +98,8 @@ describe("the console in Chromium", () => {
     expect(await alert.textContent()).toMatch(/Sign-in failed: .*invalid_api_key.*HTTP 401/)
     await signIn("hello")
     await page.getByText("This is not a gateway key").waitFor()
+    await signIn(`sk-eu_${"y".repeat(40)}`)
+    await page.getByText("End-user keys cannot open the console").waitFor()
     await shot("signin-error")
   })
 
