@@ -355,6 +355,18 @@ describe("the console in Chromium", () => {
     await page.getByLabel("API key").waitFor()
   })
 
+  it("a platform key revoked while in use signs the console out, saying why", async () => {
+    const spare = ok(await gw.call("POST", `/v1/platforms/${platformId}/api-keys`, { key: platformKey, body: { name: "console" } }), 201).body
+    await signIn(spare.raw_key)
+    await page.getByTestId("who").filter({ hasText: "Platform Acme" }).waitFor()
+    ok(await gw.call("DELETE", `/v1/platforms/${platformId}/api-keys/${spare.id}`, { key: platformKey }), 204)
+    await open("#/logs")
+    const alert = page.getByRole("alert")
+    await alert.waitFor()
+    expect(await alert.textContent()).toMatch(/Signed out: the gateway no longer accepts this key: .*invalid_api_key · HTTP 401/)
+    expect(await page.evaluate(() => sessionStorage.length)).toBe(0)
+  })
+
   it("the operator's pages: platforms with a wallet topup, providers, models with prices and routing", async () => {
     await signIn(gw.adminKey)
     await page.getByTestId("who").filter({ hasText: "Operator" }).waitFor()
@@ -372,6 +384,8 @@ describe("the console in Chromium", () => {
     expect(await models.textContent()).toContain("$1.00")
     expect(await models.textContent()).toContain("$2.00")
     await shot("operator-models")
+    await open("#/failures")
+    await page.getByTestId("no-failures").waitFor()
   })
 
   // Needs GET /v1/admin/usage (issue 35, point 1).

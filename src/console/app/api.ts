@@ -45,6 +45,12 @@ const queryString = (query: RequestOptions["query"]): string => {
   return text === "" ? "" : `?${text}`
 }
 
+/** Told when a signed-in key stops working (revoked, expired, deleted): the shell signs out. */
+let keyRefused: (error: ApiError) => void = () => undefined
+export const onKeyRefused = (handler: (error: ApiError) => void): void => {
+  keyRefused = handler
+}
+
 export const request = async <T>(key: string, method: Method, path: string, options: RequestOptions = {}): Promise<T> => {
   const headers: Record<string, string> = { authorization: `Bearer ${key}`, accept: "application/json" }
   if (options.body !== undefined) headers["content-type"] = "application/json"
@@ -72,12 +78,14 @@ export const request = async <T>(key: string, method: Method, path: string, opti
   }
   if (!response.ok) {
     const error = (body as { error?: { code?: string | null; message?: string; param?: string | null } } | null)?.error
-    throw new ApiError(
+    const failure = new ApiError(
       response.status,
       error?.code ?? `http_${response.status}`,
       error?.message ?? (typeof body === "string" && body !== "" ? body : `The gateway answered ${response.status}`),
       error?.param ?? null
     )
+    if (response.status === 401) keyRefused(failure)
+    throw failure
   }
   return body as T
 }

@@ -1,9 +1,10 @@
 // The console's shell: sign-in, the navigation for a platform key or the operator key, and the
 // hash routes (#/users/<id>): client routes never reach the server, and never carry the key.
 import { render } from "preact"
-import { useEffect, useState } from "preact/hooks"
+import { useEffect, useRef, useState } from "preact/hooks"
 import "uplot/dist/uPlot.min.css"
 import "./app.css"
+import { onKeyRefused } from "./api"
 import { forgetKey, signIn, storedKey, type Session } from "./session"
 import { ErrorBox, Loading, SessionContext } from "./ui"
 import { Overview } from "./pages/Overview"
@@ -12,7 +13,7 @@ import { EndUserDetail } from "./pages/EndUserDetail"
 import { Logs } from "./pages/Logs"
 import { Webhooks } from "./pages/Webhooks"
 import { Settings } from "./pages/Settings"
-import { OperatorModels, OperatorPlatforms, OperatorProviders, OperatorUsage } from "./pages/Operator"
+import { OperatorFailures, OperatorModels, OperatorPlatforms, OperatorProviders, OperatorUsage } from "./pages/Operator"
 
 const currentRoute = (): ReadonlyArray<string> =>
   location.hash.replace(/^#\/?/, "").split("/").filter((part) => part !== "").map(decodeURIComponent)
@@ -39,11 +40,17 @@ const operatorNav = [
   ["platforms", "Platforms"],
   ["providers", "Providers"],
   ["models", "Models"],
-  ["usage", "Usage"]
+  ["usage", "Usage"],
+  ["failures", "Settlement failures"]
 ] as const
 
-const SignIn = ({ onSignedIn, initialError }: { onSignedIn: (session: Session) => void; initialError: unknown }) => {
-  const [error, setError] = useState<unknown>(initialError)
+interface Notice {
+  readonly error: unknown
+  readonly context: string
+}
+
+const SignIn = ({ onSignedIn, notice }: { onSignedIn: (session: Session) => void; notice: Notice | undefined }) => {
+  const [error, setError] = useState<Notice | undefined>(notice)
   const [busy, setBusy] = useState(false)
   const submit = async (event: Event) => {
     event.preventDefault()
@@ -56,7 +63,7 @@ const SignIn = ({ onSignedIn, initialError }: { onSignedIn: (session: Session) =
       input.value = ""
       onSignedIn(session)
     } catch (failure) {
-      setError(failure)
+      setError({ error: failure, context: "Sign-in failed" })
     } finally {
       setBusy(false)
     }
@@ -72,7 +79,7 @@ const SignIn = ({ onSignedIn, initialError }: { onSignedIn: (session: Session) =
         </label>
         <button type="submit" disabled={busy}>{busy ? "Checking…" : "Sign in"}</button>
       </form>
-      <ErrorBox error={error} context="Sign-in failed" />
+      {error === undefined ? null : <ErrorBox error={error.error} context={error.context} />}
     </main>
   )
 }
@@ -92,33 +99,38 @@ const OperatorPages = ({ route }: { route: ReadonlyArray<string> }) => {
   if (page === "providers") return <OperatorProviders />
   if (page === "models") return <OperatorModels />
   if (page === "usage") return <OperatorUsage />
+  if (page === "failures") return <OperatorFailures />
   return <OperatorPlatforms />
 }
 
 const App = () => {
   const [session, setSession] = useState<Session | null>(null)
   const [restoring, setRestoring] = useState(storedKey() !== null)
-  const [restoreError, setRestoreError] = useState<unknown>(undefined)
+  const [notice, setNotice] = useState<Notice | undefined>(undefined)
   const route = useRoute()
+  // Read by the key-refused handler, registered once: the session of the latest render.
+  const signedIn = useRef(false)
+  signedIn.current = session !== null
 
-  useEffect(() => {
-    const key = storedKey()
-    if (key === null) return
-    signIn(key).then(setSession, (error: unknown) => {
-      forgetKey()
-      setRestoreError(error)
-    }).finally(() => setRestoring(false))
-  }, [])
-
-  const signOut = () => {
+  const signOut = (why?: Notice) => {
     forgetKey()
     setSession(null)
-    setRestoreError(undefined)
+    setNotice(why)
     location.hash = ""
   }
 
+  useEffect(() => {
+    // A key revoked or expired while in use: back to the sign-in form, saying why.
+    onKeyRefused((error) => {
+      if (signedIn.current) signOut({ error, context: "Signed out: the gateway no longer accepts this key" })
+    })
+    const key = storedKey()
+    if (key === null) return
+    signIn(key).then(setSession, (error: unknown) => signOut({ error, context: "Sign-in failed" })).finally(() => setRestoring(false))
+  }, [])
+
   if (restoring) return <Loading />
-  if (session === null) return <SignIn onSignedIn={setSession} initialError={restoreError} />
+  if (session === null) return <SignIn onSignedIn={setSession} notice={notice} />
 
   const nav = session.kind === "platform" ? platformNav : operatorNav
   const active = route[0] ?? nav[0][0]
@@ -134,7 +146,7 @@ const App = () => {
         <span class="who" data-testid="who">
           {session.kind === "platform" ? `Platform ${session.platform.name}` : "Operator"}
         </span>
-        <button type="button" class="secondary" onClick={signOut}>Sign out</button>
+        <button type="button" class="secondary" onClick={() => signOut()}>Sign out</button>
       </header>
       <main class="page">
         {session.kind === "platform" ? <PlatformPages route={route} /> : <OperatorPages route={route} />}

@@ -1,9 +1,9 @@
 // Operator pages (sk-admin_ key): platforms (create, top up their wallets), providers, models
-// with prices and routing, and usage across platforms.
+// with prices and routing, usage across platforms, and settlement failures.
 import { useState } from "preact/hooks"
 import { newIdempotencyKey, type Page } from "../api"
 import { compareDecimals, formatUsd } from "../money"
-import type { ApiKeyCreated, ModelConfig, Platform, Provider, Usage } from "../types"
+import type { ApiKeyCreated, LogEntry, ModelConfig, Platform, Provider, Usage } from "../types"
 import { Badge, ErrorBox, field, Loading, Pager, SecretOnce, Show, Usd, useAction, useCall, useLoad, When } from "../ui"
 
 const WalletTopup = ({ platform }: { platform: Platform }) => {
@@ -268,6 +268,39 @@ export const OperatorUsage = () => {
           </tbody>
         </table>
       )}
+    </>
+  )
+}
+
+/** Calls whose settlement could not be written after its retries: nothing was debited for them. */
+export const OperatorFailures = () => {
+  const call = useCall()
+  const [page, setPage] = useState(1)
+  const failures = useLoad(() => call<Page<LogEntry & { platform_id: string }>>("GET", "/v1/admin/settlement-failures", { query: { page, limit: 25 } }), [page])
+  const platforms = useLoad(() => call<Page<Platform>>("GET", "/v1/admin/platforms", { query: { limit: 100 } }), [])
+  const names = new Map((platforms.data?.data ?? []).map((p) => [p.id, p.name]))
+  return (
+    <>
+      <h2>Settlement failures</h2>
+      <p class="muted">Calls answered to the client whose ledger rows could not be written after their retries: they were not debited.</p>
+      <Show loaded={failures} context="Settlement failures unavailable">
+        {(list) => list.data.length === 0 ? <p class="muted" data-testid="no-failures">No settlement failures.</p> : (
+          <>
+            <table data-testid="failures">
+              <thead><tr><th>When</th><th>Platform</th><th>Model</th><th>Type</th><th class="num">Cost</th><th>Why</th></tr></thead>
+              <tbody>
+                {list.data.map((row) => (
+                  <tr key={row.id}>
+                    <td><When value={row.created_at} /></td><td>{names.get(row.platform_id) ?? row.platform_id}</td>
+                    <td>{row.model ?? "—"}</td><td>{row.request_type}</td><td class="num"><Usd value={row.estimated_cost_usd} /></td><td>{row.error_message ?? ""}</td>
+                  </tr>
+                ))}
+              </tbody>
+            </table>
+            <Pager page={list.page} limit={list.limit} total={list.total} onPage={setPage} />
+          </>
+        )}
+      </Show>
     </>
   )
 }
