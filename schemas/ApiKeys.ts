@@ -42,4 +42,9 @@ export const UpdateApiKey = Schema.Struct({
 
 export const KeyType = Schema.optionalWith(Schema.Literal("platform", "end_user"), { default: () => "platform" as const })
 export const KeyTypeParam = Schema.Struct({ type: KeyType })
-export const ListApiKeysParams = Schema.Struct({ type: KeyType, page: PageParam, limit: LimitParam })
+export const ListApiKeysParams = Schema.Struct({
+  type: KeyType,
+  end_user_id: Schema.optional(Schema.String.annotations({ description: "Only this end user's keys (with type=end_user)" })),
+  page: PageParam,
+  limit: LimitParam
+})

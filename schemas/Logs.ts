@@ -1,6 +1,6 @@
 // Inference log entries as GET /v1/platforms/{pid}/logs shows them.
 import { Schema } from "effect"
-import { JsonObject, LimitParam, PageParam, Timestamp } from "./Common.js"
+import { DateInput, JsonObject, LimitParam, PageParam, Timestamp } from "./Common.js"
 
 /** `failed`: the call's settlement could not be written after its retries; nothing was debited. */
 export const BillingStatus = Schema.Literal("billed", "not_billed", "estimated", "failed")
@@ -12,6 +12,8 @@ export const InferenceLogEntry = Schema.Struct({
   request_type: Schema.String,
   provider_id: Schema.NullOr(Schema.String),
   model_id: Schema.NullOr(Schema.String),
+  model: Schema.NullOr(Schema.String).annotations({ description: "The model slug the call asked for" }),
+  provider: Schema.NullOr(Schema.String).annotations({ description: "The provider slug that served the call" }),
   provider_model_id: Schema.NullOr(Schema.String),
   prompt_tokens: Schema.Int,
   completion_tokens: Schema.Int,
@@ -31,6 +33,10 @@ export const ListLogsParams = Schema.Struct({
   model: Schema.optional(Schema.String),
   end_user_id: Schema.optional(Schema.String),
   billing_status: Schema.optional(BillingStatus),
+  request_type: Schema.optional(Schema.String),
+  status: Schema.optional(Schema.String),
+  from: Schema.optional(DateInput.annotations({ description: "Rows created at or after this time (ISO 8601)" })),
+  to: Schema.optional(DateInput.annotations({ description: "Rows created before this time (ISO 8601)" })),
   page: PageParam,
   limit: LimitParam
 })

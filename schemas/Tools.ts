@@ -33,6 +33,18 @@ export const ToolAppActivation = Schema.Struct({
 })
 export type ToolAppActivation = typeof ToolAppActivation.Type
 
+/** GET /v1/platforms/{id}/mcp/apps item: an activation and how many end users connected the app. */
+export const ToolAppActivationView = Schema.Struct({
+  app_slug: ToolAppSlug,
+  base_url: Schema.String,
+  is_active: Schema.Boolean,
+  connections: Schema.Int.annotations({ description: "End users with a live connection to this app" }),
+  needs_reauth: Schema.Int.annotations({ description: "Of those, connections the provider refused (the user must connect again)" }),
+  created_at: Timestamp
+})
+export const ToolAppActivations = Schema.Struct({ data: Schema.Array(ToolAppActivationView) })
+export type ToolAppActivations = typeof ToolAppActivations.Type
+
 export const McpServerEntry = Schema.Struct({
   transport: Schema.Literal("streamable_http"),
   url: Schema.String,

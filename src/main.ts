@@ -29,7 +29,7 @@ const report = Effect.gen(function*() {
   const admin = yield* AdminKey
   const apiUrl = yield* publicUrl("GATEWAY_PUBLIC_URL", bound.api)
   const mcpUrl = yield* publicUrl("GATEWAY_MCP_PUBLIC_URL", bound.tools)
-  if (binds.api !== undefined) yield* Console.log(listening("API", binds.api, `base_url ${apiUrl}, docs ${apiUrl}/docs`))
+  if (binds.api !== undefined) yield* Console.log(listening("API", binds.api, `base_url ${apiUrl}, docs ${apiUrl}/docs, console ${apiUrl}/console`))
   if (binds.tools !== undefined) yield* Console.log(listening("Tool service", binds.tools, `mcp_url ${mcpUrl}`))
   if (admin.unprinted) {
     yield* Console.log(`Operator key (generated, kept in the data dir): ${Redacted.value(admin.key)}`)

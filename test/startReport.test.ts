@@ -82,7 +82,7 @@ it("with DATABASE_URL and no HOST: listens on every interface and says so, with 
     const apiPort = new URL(gw.baseUrl).port
     const toolsPort = new URL(gw.toolsUrl!).port
     expect(gw.baseUrl).toBe(`http://127.0.0.1:${apiPort}`)
-    expect(api).toBe(`API listening on 0.0.0.0:${apiPort} (all interfaces; base_url http://127.0.0.1:${apiPort}, docs http://127.0.0.1:${apiPort}/docs)`)
+    expect(api).toBe(`API listening on 0.0.0.0:${apiPort} (all interfaces; base_url http://127.0.0.1:${apiPort}, docs http://127.0.0.1:${apiPort}/docs, console http://127.0.0.1:${apiPort}/console)`)
     expect(tools).toBe(`Tool service listening on 0.0.0.0:${toolsPort} (all interfaces; mcp_url http://127.0.0.1:${toolsPort})`)
     expect((await gw.call("GET", "/health")).status).toBe(200)
   } finally {

@@ -120,6 +120,10 @@ export class InferenceLogs extends Effect.Service<InferenceLogs>()("gateway/Infe
         readonly model?: string | undefined
         readonly end_user_id?: string | undefined
         readonly billing_status?: string | undefined
+        readonly request_type?: string | undefined
+        readonly status?: string | undefined
+        readonly from?: Date | undefined
+        readonly to?: Date | undefined
         readonly page: number
         readonly limit: number
       }
@@ -128,6 +132,10 @@ export class InferenceLogs extends Effect.Service<InferenceLogs>()("gateway/Infe
         ...(platformId === null ? [] : [sql`platform_id = ${platformId}`]),
         ...(params.billing_status === undefined ? [] : [sql`billing_status = ${params.billing_status}`]),
         ...(params.model === undefined ? [] : [sql`model_slug = ${params.model}`]),
+        ...(params.request_type === undefined ? [] : [sql`request_type = ${params.request_type}`]),
+        ...(params.status === undefined ? [] : [sql`status = ${params.status}`]),
+        ...(params.from === undefined ? [] : [sql`created_at >= ${params.from}`]),
+        ...(params.to === undefined ? [] : [sql`created_at < ${params.to}`]),
         ...(params.end_user_id === undefined
           ? []
           : [isUuid(params.end_user_id) ? sql`end_user_id = ${params.end_user_id}` : sql`false`])
@@ -135,7 +143,8 @@ export class InferenceLogs extends Effect.Service<InferenceLogs>()("gateway/Infe
       return paginate(
         params,
         sql<{ total: number }>`SELECT count(*)::int AS total FROM inference_logs WHERE ${where}`,
-        sql<InferenceLogEntry>`SELECT id, platform_id, end_user_id, request_type, provider_id, model_id, provider_model_id,
+        sql<InferenceLogEntry>`SELECT id, platform_id, end_user_id, request_type, provider_id, model_id, model_slug AS model,
+            (SELECT slug FROM providers WHERE providers.id = inference_logs.provider_id) AS provider, provider_model_id,
             prompt_tokens, completion_tokens, total_tokens, latency_ms, estimated_cost_usd::text, status, error_message,
             token_count_method, billing_status, metadata, created_at
           FROM inference_logs WHERE ${where} ORDER BY created_at DESC, id

@@ -93,17 +93,25 @@ export class ApiKeys extends Effect.Service<ApiKeys>()("gateway/ApiKeys", {
     const kindFilter = (type: KeyType) =>
       type === "platform" ? sql`end_user_id IS NULL` : sql`end_user_id IS NOT NULL`
 
-    const list = (platformId: string, params: { readonly type: KeyType; readonly page: number; readonly limit: number }) =>
-      paginate(
+    const list = (
+      platformId: string,
+      params: { readonly type: KeyType; readonly end_user_id?: string | undefined; readonly page: number; readonly limit: number }
+    ) => {
+      const where = sql.and([
+        sql`platform_id = ${platformId}`,
+        sql`deleted_at IS NULL`,
+        kindFilter(params.type),
+        ...(params.end_user_id === undefined ? [] : [isUuid(params.end_user_id) ? sql`end_user_id = ${params.end_user_id}` : sql`false`])
+      ])
+      return paginate(
         params,
-        sql<{ total: number }>`SELECT count(*)::int AS total FROM api_keys
-          WHERE platform_id = ${platformId} AND deleted_at IS NULL AND ${kindFilter(params.type)}`,
-        sql<KeyRow>`SELECT ${sql.literal(COLUMNS)} FROM api_keys
-          WHERE platform_id = ${platformId} AND deleted_at IS NULL AND ${kindFilter(params.type)}
+        sql<{ total: number }>`SELECT count(*)::int AS total FROM api_keys WHERE ${where}`,
+        sql<KeyRow>`SELECT ${sql.literal(COLUMNS)} FROM api_keys WHERE ${where}
           ORDER BY created_at, id LIMIT ${params.limit} OFFSET ${offsetOf(params.page, params.limit)}`.pipe(
           Effect.map((rows) => rows.map(toApiKey))
         )
       ).pipe(Effect.orDie)
+    }
 
     const findRow = (platformId: string, keyId: string, type: KeyType | undefined) =>
       Effect.gen(function*() {

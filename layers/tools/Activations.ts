@@ -3,7 +3,7 @@
 import { PgClient } from "@effect/sql-pg"
 import { Effect, Option } from "effect"
 import { NotFound, ValidationError } from "../../schemas/Errors.js"
-import type { ActivateToolApp, ToolAppActivation, ToolAppSlug } from "../../schemas/Tools.js"
+import type { ActivateToolApp, ToolAppActivation, ToolAppActivations, ToolAppSlug } from "../../schemas/Tools.js"
 import { allowPrivateUrls, checkUrl } from "../lib/SsrfGuard.js"
 import { Crypto } from "../platform/Crypto.js"
 import { appOf } from "./Catalog.js"
@@ -42,6 +42,17 @@ export const makeActivations = Effect.gen(function*() {
       return row!
     }).pipe(Effect.withSpan("ToolHost.activate", { attributes: { "tool.app": input.app_slug } }))
 
+  /** GET /v1/platforms/{id}/mcp/apps: every activation with its users' live connections. */
+  const list = (platformId: string) =>
+    sql<ToolAppActivations["data"][number]>`SELECT a.app_slug, a.base_url, a.is_active, a.created_at,
+        count(c.id) FILTER (WHERE c.is_active)::int AS connections,
+        count(c.id) FILTER (WHERE c.is_active AND c.needs_reauth)::int AS needs_reauth
+      FROM platform_tool_apps a
+      LEFT JOIN tool_connections c ON c.platform_id = a.platform_id AND c.app_slug = a.app_slug
+      WHERE a.platform_id = ${platformId}
+      GROUP BY a.app_slug, a.base_url, a.is_active, a.created_at
+      ORDER BY a.app_slug`.pipe(Effect.map((data) => ({ data })), Effect.orDie)
+
   const activation = (platformId: string, slug: string) =>
     sql<ActivationRow>`SELECT app_slug, client_id, client_secret_encrypted, base_url, is_active, created_at
       FROM platform_tool_apps WHERE platform_id = ${platformId} AND app_slug = ${slug} AND is_active`.pipe(
@@ -70,7 +81,7 @@ export const makeActivations = Effect.gen(function*() {
       return { app, activation: row.value }
     })
 
-  return { activate, activation, activeApps, activeApp } as const
+  return { activate, list, activation, activeApps, activeApp } as const
 })
 
 export type Activations = Effect.Effect.Success<typeof makeActivations>

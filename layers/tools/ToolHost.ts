@@ -44,6 +44,7 @@ export class ToolHost extends Effect.Service<ToolHost>()("gateway/ToolHost", {
 
     return {
       activate: activations.activate,
+      activations: activations.list,
       activeApps: activations.activeApps,
       mcpConfig: makeMcpConfig(activations, personal),
       listApps: connections.listApps,

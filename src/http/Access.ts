@@ -31,6 +31,15 @@ export const requirePlatform = Effect.fnUntraced(function*(platformId: string) {
   return principal satisfies PlatformPrincipal
 })
 
+/** Routes about the caller's own platform (GET /v1/platform): any platform key. */
+export const requirePlatformKey = Effect.gen(function*() {
+  const principal = yield* CurrentPrincipal
+  if (principal._tag !== "PlatformKey") {
+    return yield* new Forbidden({ code: "forbidden", message: "This endpoint needs a platform (sk-plat_) key" })
+  }
+  return principal satisfies PlatformPrincipal
+})
+
 /** Self-service routes (/v1/me/*): end-user keys only. */
 export const requireEndUser = Effect.gen(function*() {
   const principal = yield* CurrentPrincipal

@@ -1,6 +1,7 @@
 // The API host ({base_url}, PORT): the HttpApi with its handlers, error mapping, OpenAPI
-// document at /openapi.json, docs page at /docs and a /health probe; every request passes the
-// API front first (request id, CORS, and the chat route unless GATEWAY_CHAT_FRONT_ROUTE is off).
+// document at /openapi.json, docs page at /docs, the web console at /console and a /health
+// probe; every request passes the API front first (request id, CORS, and the chat route unless
+// GATEWAY_CHAT_FRONT_ROUTE is off).
 import { HttpApiBuilder, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { Config, Effect, Layer } from "effect"
 import { AdminLive } from "../admin/Http.js"
@@ -14,6 +15,7 @@ import { WebhooksLive } from "../webhooks/Http.js"
 import { GatewayApi } from "./Api.js"
 import { AuthenticationLive } from "./Authentication.js"
 import { DocsPageLive } from "./DocsPage.js"
+import { ConsoleRoutesLive } from "../console/ConsoleRoutes.js"
 import { drainingServerLayer } from "./DrainingServer.js"
 import { ErrorMappingLive } from "./ErrorMapping.js"
 import { embeddedDatabase, withDefaultFrom } from "../../layers/lib/ConfigValues.js"
@@ -37,6 +39,8 @@ const inExchange = <E, R>(app: Effect.Effect<HttpServerResponse.HttpServerRespon
 export const HttpAppLive = HttpApiBuilder.serve(inExchange).pipe(
   // The viewer's script is served from the installed package, read per request (docs/decisions.md).
   Layer.provide(DocsPageLive),
+  // The web console's page and assets, read from dist/console per request (src/console/ConsoleRoutes.ts).
+  Layer.provide(ConsoleRoutesLive),
   Layer.provide(HttpApiBuilder.middlewareOpenApi({ path: "/openapi.json" })),
   Layer.provide(HealthLive),
   Layer.provide(ApiLive)

@@ -41,6 +41,8 @@ export const EndUserReturned = Schema.Struct(EndUserCreated.fields).annotations(
 })
 
 export class PlatformsGroup extends HttpApiGroup.make("platforms")
+  // A platform key's own platform: how a client holding only the key (the console) learns its id.
+  .add(HttpApiEndpoint.get("getOwnPlatform", "/platform").addSuccess(Platform))
   .add(HttpApiEndpoint.get("getPlatform", "/platforms/:platformId").setPath(PlatformPath).addSuccess(Platform))
   .add(
     HttpApiEndpoint.patch("updatePlatform", "/platforms/:platformId")

@@ -10,7 +10,7 @@ import { Platforms } from "../../layers/tenancy/Platforms.js"
 import { Usage } from "../../layers/ledger/Usage.js"
 import { ProviderKeys } from "../../layers/tenancy/ProviderKeys.js"
 import { RateLimitSettings } from "../../layers/tenancy/RateLimitSettings.js"
-import { requirePlatform } from "../http/Access.js"
+import { requirePlatform, requirePlatformKey } from "../http/Access.js"
 import { GatewayApi } from "../http/Api.js"
 import { EndUserReturned } from "./Api.js"
 
@@ -22,6 +22,8 @@ export const PlatformsLive = HttpApiBuilder.group(GatewayApi, "platforms", (hand
     const logs = yield* InferenceLogs
     const usage = yield* Usage
     return handlers
+      .handle("getOwnPlatform", () =>
+        requirePlatformKey.pipe(Effect.flatMap((principal) => platforms.get(principal.platformId))))
       .handle("getPlatform", ({ path }) =>
         requirePlatform(path.platformId).pipe(Effect.zipRight(platforms.get(path.platformId))))
       .handle("updatePlatform", ({ path, payload }) =>

@@ -14,6 +14,8 @@ export const ToolsLive = HttpApiBuilder.group(GatewayApi, "tools", (handlers) =>
     return handlers
       .handle("activateToolApp", ({ path, payload }) =>
         requirePlatform(path.platformId).pipe(Effect.zipRight(tools.activate(path.platformId, payload))))
+      .handle("listToolApps", ({ path }) =>
+        requirePlatform(path.platformId).pipe(Effect.zipRight(tools.activations(path.platformId))))
       .handle("getMcpConfig", () =>
         Effect.gen(function*() {
           const principal = yield* requireEndUser

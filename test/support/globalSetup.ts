@@ -1,6 +1,7 @@
 // One Postgres server for the whole run: DATABASE_URL when set (CI), else an embedded one in a
 // temp dir. Each test file then creates (and drops) its own fresh database on it. Also builds
-// `dist/main.js` (what `npm start` runs), for the tests that start the bundle.
+// `dist/main.js` (what `npm start` runs), for the tests that start the bundle, and the web console
+// (`dist/console`), for the browser tests.
 import { Effect, Exit, Scope } from "effect"
 import { execFileSync } from "node:child_process"
 import { mkdtempSync, rmSync } from "node:fs"
