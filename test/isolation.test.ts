@@ -236,6 +236,7 @@ const expectNothingOf = (t: Tenant, res: ApiResponse, what: string) => {
 }
 
 const isPlatformRoute = (op: Operation) => op.path.startsWith("/v1/platforms/{platformId}")
+// GET /v1/platform (the key's own platform) is a shared route that only platform keys may call.
 const isAdminRoute = (op: Operation) => op.path.startsWith("/v1/admin/")
 /** Routes every authenticated key may call; they must answer about the caller only. */
 const isSharedRoute = (op: Operation) => !isPlatformRoute(op) && !isAdminRoute(op)
@@ -463,7 +464,7 @@ describe("isolation matrix over every operation in /openapi.json", () => {
     const c = await tenant("c")
     await enableCapabilities(c)
     const keyFor = (op: Operation) =>
-      isAdminRoute(op) ? gw.adminKey : isPlatformRoute(op) ? c.platformKey : c.endUserKey
+      isAdminRoute(op) ? gw.adminKey : isPlatformRoute(op) || op.path === "/v1/platform" ? c.platformKey : c.endUserKey
     // Deletes last: the wallet before the budget it lives on, the end user at the very end (it cascades).
     const lastDeletes = ["/end-users/{endUserId}/wallet", "/end-users/{endUserId}/budget", "/end-users/{endUserId}"]
     const rank = (op: Operation) =>
