@@ -67,6 +67,15 @@ export const notJson = (cause: unknown) =>
     message: `The request body is not valid JSON${cause instanceof Error ? `: ${cause.message}` : ""}`
   })
 
+/** A JSON answer (its id headers among `headers`); an answer (200) carries its Server-Timing too. */
+export const writeJson = (res: ServerResponse, status: number, headers: Record<string, string>, json: string, exchange: HttpExchange) =>
+  Effect.sync(() => {
+    const head: Record<string, string | number> = { ...headers, "content-type": "application/json", "content-length": Buffer.byteLength(json) }
+    if (status === 200) head["server-timing"] = serverTiming(exchange)
+    res.writeHead(status, head)
+    res.end(json)
+  })
+
 /**
  * Writes a JSON reply; an SSE reply streams, waiting for the socket to drain when it must. Every
  * reply carries the request's x-request-id, an answer (200) its Server-Timing too. The
@@ -76,19 +85,7 @@ export const notJson = (cause: unknown) =>
  * have run before the answer ends.
  */
 const send = (res: ServerResponse, reply: Reply, exchange: HttpExchange, underLoad: () => boolean): Effect.Effect<void> => {
-  if ("json" in reply) {
-    return Effect.sync(() => {
-      const head: Record<string, string | number> = {
-        ...reply.headers,
-        "x-request-id": exchange.id,
-        "content-type": "application/json",
-        "content-length": Buffer.byteLength(reply.json)
-      }
-      if (reply.status === 200) head["server-timing"] = serverTiming(exchange)
-      res.writeHead(reply.status, head)
-      res.end(reply.json)
-    })
-  }
+  if ("json" in reply) return writeJson(res, reply.status, { ...reply.headers, "x-request-id": exchange.id }, reply.json, exchange)
   return Effect.suspend(() => {
     res.writeHead(200, {
       ...reply.headers,
