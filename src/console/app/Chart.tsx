@@ -41,7 +41,12 @@ export const DailyChart = ({ buckets }: { buckets: ReadonlyArray<UsageBucket> })
       ],
       axes: [
         {},
-        { scale: "usd", values: (_, ticks) => ticks.map((tick) => formatUsd(String(tick))), size: 70 },
+        {
+          scale: "usd",
+          values: (_, ticks) => ticks.map((tick) => formatUsd(String(tick))),
+          // Wide enough for the longest label (small spends have many decimals).
+          size: (_, values) => 24 + 7 * Math.max(6, ...(values ?? []).map((v) => String(v).length))
+        },
         { scale: "calls", side: 1, grid: { show: false } }
       ]
     }, [xs, spend, calls, errors], element)
