@@ -8,12 +8,31 @@ import type { Candidate } from "./ProviderRouter.js"
 
 const DROPPED = "upstream dropped mid-stream"
 
-/** A stream's emitted text: the tokens of what was counted already, and the text not counted yet. */
-interface EmittedText {
-  readonly counted: number
-  readonly text: string
+/**
+ * A stream's emitted text, for the gateway's own count: memory per stream stays bounded, since
+ * past EMITTED_TEXT_KEPT characters the older part is counted and let go.
+ */
+export class EmittedText {
+  /** The text not counted yet: at most about EMITTED_TEXT_KEPT characters. */
+  private text = ""
+  /** Tokens of the text counted already (countEmittedPrefix). */
+  private counted = 0
+  add(text: string) {
+    this.text += text
+    if (this.text.length >= EMITTED_TEXT_KEPT) {
+      const { tokens, rest } = countEmittedPrefix(this.text)
+      this.counted += tokens
+      this.text = rest
+    }
+  }
+  tokens(): number {
+    return this.counted + countTextTokens(this.text)
+  }
 }
-const emittedTokens = (emitted: EmittedText) => emitted.counted + countTextTokens(emitted.text)
+
+/** A stream's log message: an upstream drop, usage out of bounds, both, or none. */
+export const streamErrorMessage = (dropped: boolean, untrustedUsage: boolean): string | null =>
+  untrustedUsage ? (dropped ? `${DROPPED}; ${UNTRUSTED_USAGE}` : UNTRUSTED_USAGE) : dropped ? DROPPED : null
 
 export interface StreamTally {
   /**
@@ -34,11 +53,8 @@ export interface StreamTally {
 }
 
 export const streamTally = (admitted: Admitted): StreamTally => {
+  const emitted = new EmittedText()
   const state = {
-    /** The emitted text not counted yet: at most about EMITTED_TEXT_KEPT characters. */
-    text: "",
-    /** Tokens of the emitted text counted already (countEmittedPrefix). */
-    counted: 0,
     usage: null as Usage | null,
     /** The provider's usage when it was out of bounds (then `usage` is the gateway's count). */
     reported: null as Usage | null,
@@ -56,18 +72,12 @@ export const streamTally = (admitted: Admitted): StreamTally => {
     state.created = chunk.created
     for (const choice of chunk.choices) {
       if (state.firstTokenAt === 0 && (choice.delta.content ?? "") !== "") state.firstTokenAt = Date.now()
-      state.text += choice.delta.content ?? ""
-      for (const call of choice.delta.tool_calls ?? []) state.text += call.function?.arguments ?? ""
+      if (choice.delta.content) emitted.add(choice.delta.content)
+      for (const call of choice.delta.tool_calls ?? []) emitted.add(call.function?.arguments ?? "")
       if (choice.finish_reason !== null) {
         state.done = true
         state.finishReason = choice.finish_reason
       }
-    }
-    // Memory per stream stays bounded: past EMITTED_TEXT_KEPT the final part of the text is counted and let go.
-    if (state.text.length >= EMITTED_TEXT_KEPT) {
-      const { tokens, rest } = countEmittedPrefix(state.text)
-      state.counted += tokens
-      state.text = rest
     }
     if (chunk.usage) {
       if (usageInBounds(chunk.usage)) {
@@ -75,7 +85,7 @@ export const streamTally = (admitted: Admitted): StreamTally => {
         state.reported = null
       } else {
         state.reported = chunk.usage
-        state.usage = estimatedUsage(admitted, emittedTokens(state))
+        state.usage = estimatedUsage(admitted, emitted.tokens())
       }
     }
     if (!includeUsage && chunk.choices.length === 0) return undefined // the usage-only chunk
@@ -87,16 +97,14 @@ export const streamTally = (admitted: Admitted): StreamTally => {
 
   const outcome = (candidate: Candidate): Outcome => {
     const trusted = state.reported === null ? state.usage : null
-    const completion = trusted?.completion_tokens ?? emittedTokens(state)
+    const completion = trusted?.completion_tokens ?? emitted.tokens()
     const prompt = trusted?.prompt_tokens ?? admitted.promptEstimate
     return {
       candidate,
       usage: { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion },
       method: trusted !== null ? "reported" : "estimated",
       status: state.dropped ? "error" : state.usage !== null || state.done ? "success" : "interrupted",
-      errorMessage: state.reported === null
-        ? (state.dropped ? DROPPED : null)
-        : state.dropped ? `${DROPPED}; ${UNTRUSTED_USAGE}` : UNTRUSTED_USAGE,
+      errorMessage: streamErrorMessage(state.dropped, state.reported !== null),
       timeToFirstTokenMs: state.firstTokenAt === 0 ? undefined : state.firstTokenAt - admitted.startedAt,
       finishReasons: state.finishReason === null ? undefined : [state.finishReason],
       reportedUsage: state.reported ?? undefined

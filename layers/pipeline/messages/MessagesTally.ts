@@ -5,13 +5,10 @@
 // translated. Which one counts is the serving candidate's kind.
 import type { StreamEvent } from "../../../schemas/Messages.js"
 import type { Usage } from "../../../schemas/Chat.js"
-import { countEmittedPrefix, countTextTokens, EMITTED_TEXT_KEPT } from "../../platform/Tokenizer.js"
 import type { StreamAccount } from "../Inference.js"
-import { type Admitted, type CacheUsage, estimatedUsage, type Outcome, UNTRUSTED_USAGE, usageInBounds } from "../InferenceSettlement.js"
-import { streamTally, type StreamTally } from "../InferenceStream.js"
+import { type Admitted, type CacheUsage, estimatedUsage, type Outcome, usageInBounds } from "../InferenceSettlement.js"
+import { EmittedText, streamErrorMessage, streamTally, type StreamTally } from "../InferenceStream.js"
 import type { Candidate } from "../ProviderRouter.js"
-
-const DROPPED = "upstream dropped mid-stream"
 
 const count = (value: unknown): number | undefined => (typeof value === "number" ? value : undefined)
 
@@ -28,9 +25,8 @@ export interface MessagesTally extends StreamAccount {
 
 export const messagesTally = (admitted: Admitted): MessagesTally => {
   const chat = streamTally(admitted)
+  const emitted = new EmittedText()
   const state = {
-    text: "",
-    counted: 0,
     input: undefined as number | undefined,
     cacheRead: 0,
     cacheWrite: 0,
@@ -53,13 +49,7 @@ export const messagesTally = (admitted: Admitted): MessagesTally => {
   const noteText = (text: unknown) => {
     if (typeof text !== "string" || text === "") return
     if (state.firstTokenAt === 0) state.firstTokenAt = Date.now()
-    state.text += text
-    // Memory per stream stays bounded, as in the chat tally.
-    if (state.text.length >= EMITTED_TEXT_KEPT) {
-      const { tokens, rest } = countEmittedPrefix(state.text)
-      state.counted += tokens
-      state.text = rest
-    }
+    emitted.add(text)
   }
 
   const relay = (event: StreamEvent): StreamEvent => {
@@ -95,7 +85,6 @@ export const messagesTally = (admitted: Admitted): MessagesTally => {
   }
 
   const nativeOutcome = (candidate: Candidate): Outcome => {
-    const emitted = () => state.counted + countTextTokens(state.text)
     const prompt = (state.input ?? 0) + state.cacheRead + state.cacheWrite
     const reported: Usage | null = state.final && state.input !== undefined && state.output !== undefined
       ? { prompt_tokens: prompt, completion_tokens: state.output, total_tokens: prompt + state.output }
@@ -105,14 +94,13 @@ export const messagesTally = (admitted: Admitted): MessagesTally => {
     const cache: CacheUsage | undefined = trusted !== null && (state.cacheRead > 0 || state.cacheWrite > 0)
       ? { read: state.cacheRead, write: state.cacheWrite }
       : undefined
-    const usage = trusted ?? estimatedUsage(admitted, emitted())
-    const errorMessage = untrusted ? (state.dropped ? `${DROPPED}; ${UNTRUSTED_USAGE}` : UNTRUSTED_USAGE) : state.dropped ? DROPPED : null
+    const usage = trusted ?? estimatedUsage(admitted, emitted.tokens())
     return {
       candidate,
       usage,
       method: trusted !== null ? "reported" : "estimated",
       status: state.dropped ? "error" : state.final || state.done ? "success" : "interrupted",
-      errorMessage,
+      errorMessage: streamErrorMessage(state.dropped, untrusted),
       timeToFirstTokenMs: state.firstTokenAt === 0 ? undefined : state.firstTokenAt - admitted.startedAt,
       finishReasons: state.stopReason === null ? undefined : [state.stopReason],
       reportedUsage: untrusted ? reported ?? undefined : undefined,
