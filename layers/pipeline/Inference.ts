@@ -80,6 +80,12 @@ export interface StreamAccount {
 /** What a stream runs once it has ended, however it ended (UpstreamCall.onEnd). */
 export type StreamEnd = (exit: Exit.Exit<unknown, UpstreamError>) => Effect.Effect<void>
 
+/** The text a completion emitted (counted when its usage cannot be believed): its messages' content and tool-call arguments. */
+export const completionText = (completion: ChatCompletion): string =>
+  completion.choices.map((choice) =>
+    (choice.message.content ?? "") + (choice.message.tool_calls ?? []).map((call) => call.function.arguments).join("")
+  ).join("")
+
 /** Per upstream attempt, until the answer (or the stream's headers) arrives. */
 export const upstreamTimeoutMs = durationMsConfig("GATEWAY_UPSTREAM_TIMEOUT", 60_000, 1, "GATEWAY_UPSTREAM_TIMEOUT_MS")
 
@@ -380,12 +386,6 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
         span("Inference.settle")
       )
 
-    /** The text a completion emitted: its messages' content and tool-call arguments. */
-    const answerText = (completion: ChatCompletion): string =>
-      completion.choices.map((choice) =>
-        (choice.message.content ?? "") + (choice.message.tool_calls ?? []).map((call) => call.function.arguments).join("")
-      ).join("")
-
     /** One upstream attempt's call; W3C traceparent names the attempt's span as the parent. */
     const callFor = (admitted: Admitted, candidate: Candidate) =>
       withTraceparent((traceparent) => ({
@@ -416,7 +416,7 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
         return { ...value, id: admitted.requestId, model: admitted.request.model }
       }
       // The answer carries the usage it was billed for.
-      const usage = estimatedUsage(admitted, yield* countTextTokensYielding(answerText(value)))
+      const usage = estimatedUsage(admitted, yield* countTextTokensYielding(completionText(value)))
       yield* settle(
         call,
         id,

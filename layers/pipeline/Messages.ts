@@ -11,7 +11,7 @@ import { Forbidden, NotFound } from "../../schemas/Errors.js"
 import type { CountTokensRequest, Message, MessagesRequest, StreamEvent } from "../../schemas/Messages.js"
 import { countPromptTokensYielding, countTextTokensYielding } from "../platform/Tokenizer.js"
 import { ModelCatalog } from "../tenancy/ModelCatalog.js"
-import { type Caller, Inference } from "./Inference.js"
+import { type Caller, completionText, Inference } from "./Inference.js"
 import { chatStreamTranslator, messageOf } from "./messages/FromChat.js"
 import { messagesTally } from "./messages/MessagesTally.js"
 import { chatConversation, toChatRequest } from "./messages/ToChat.js"
@@ -39,10 +39,6 @@ interface Answer {
   readonly cache: { readonly read: number; readonly write: number } | undefined
   readonly emitted: string
 }
-
-/** The text a completion emitted (counted when its usage cannot be believed). */
-const completionText = (completion: ChatCompletion): string =>
-  completion.choices.map((c) => (c.message.content ?? "") + (c.message.tool_calls ?? []).map((t) => t.function.arguments).join("")).join("")
 
 /** The event that ends a stream the upstream dropped: Anthropic's in-stream error, with the gateway's code. */
 const droppedEvent: StreamEvent = {
