@@ -85,8 +85,6 @@ export class CallRecords extends Effect.Service<CallRecords>()("gateway/CallReco
     /** Records to write (by id: a final settlement replaces its cut) and to delete with the next group. */
     const opens = new Map<string, Settlement>()
     const closes = new Set<string>()
-    let lastSeq = 0
-    let writtenThrough = 0
     /**
      * Answers do not wait for their records while a write is failing (database unreachable), runs
      * past GATEWAY_SETTLEMENT_WAIT (a lock), or the service is closing (calls cut by a shutdown
@@ -96,17 +94,18 @@ export class CallRecords extends Effect.Service<CallRecords>()("gateway/CallReco
     let closing = false
     /** A failed write was logged and no write has succeeded since. */
     let reported = false
+    // Each answer waits for exactly the write that carries its record: `nextWrite` is done once
+    // the write that takes the records put since the last one started is done, `inFlight` once the
+    // write under way is (one wake-up per answer, not one per write it sees go by).
+    let nextWrite = Deferred.unsafeMake<void>(FiberId.none)
+    let inFlight: Deferred.Deferred<void> | undefined
+    let work = Deferred.unsafeMake<void>(FiberId.none)
     const stopWaiting = () => {
       if (failing) return
       failing = true
-      wakeWaiters()
-    }
-    let progress = Deferred.unsafeMake<void>(FiberId.none)
-    let work = Deferred.unsafeMake<void>(FiberId.none)
-    const wakeWaiters = () => {
-      const done = progress
-      progress = Deferred.unsafeMake<void>(FiberId.none)
-      Deferred.unsafeDone(done, Exit.void)
+      if (inFlight !== undefined) Deferred.unsafeDone(inFlight, Exit.void)
+      Deferred.unsafeDone(nextWrite, Exit.void)
+      nextWrite = Deferred.unsafeMake<void>(FiberId.none)
     }
 
     // Chosen whether or not this instance records: it sweeps the records of dead instances either way.
@@ -126,7 +125,9 @@ export class CallRecords extends Effect.Service<CallRecords>()("gateway/CallReco
     const writer = Effect.gen(function*() {
       yield* Deferred.await(work)
       work = Deferred.unsafeMake<void>(FiberId.none)
-      const seq = lastSeq
+      const written = nextWrite
+      inFlight = written
+      nextWrite = Deferred.unsafeMake<void>(FiberId.none)
       const inserts = [...opens.values()]
       const deletes = [...closes]
       opens.clear()
@@ -149,23 +150,17 @@ export class CallRecords extends Effect.Service<CallRecords>()("gateway/CallReco
       reported = false
       clearTimeout(slow)
       failing = closing
-      writtenThrough = seq
-      wakeWaiters()
+      inFlight = undefined
+      Deferred.unsafeDone(written, Exit.void)
     }).pipe(Effect.forever)
     if (enabled) yield* Effect.forkScoped(writer)
-
-    const awaitWritten = (seq: number): Effect.Effect<void> =>
-      Effect.suspend(() =>
-        writtenThrough >= seq || failing ? Effect.void : Effect.zipRight(Deferred.await(progress), awaitWritten(seq))
-      )
 
     /** Puts a settlement on record; returns what waits until it is written. */
     const put = (settlement: Settlement): Effect.Effect<void> => {
       opens.set(settlement.id, settlement)
       closes.delete(settlement.id)
-      const seq = ++lastSeq
       Deferred.unsafeDone(work, Exit.void)
-      return awaitWritten(seq)
+      return failing ? Effect.void : Deferred.await(nextWrite)
     }
 
     const remove = (id: string): void => {

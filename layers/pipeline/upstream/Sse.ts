@@ -234,7 +234,13 @@ export const sseChunks = <A = ChatChunk>(
     /** The stream that starts with the first batch (undefined: the body ended cleanly without chunks). */
     const startingWith = (batch: Chunk.Chunk<A> | undefined): Stream.Stream<A, UpstreamError> => {
       started = true
-      const channel = batch === undefined ? batches : Channel.flatMap(Channel.write(batch), () => batches)
+      // A short answer is often whole in the first read: then that batch is the stream, with no
+      // pull of its end to run.
+      const channel = batch === undefined
+        ? batches
+        : done && failure === undefined
+        ? Channel.write(batch)
+        : Channel.flatMap(Channel.write(batch), () => batches)
       // Complete: the terminator was read (not a failure, not an end before it).
       return Stream.fromChannel(channel).pipe(Stream.ensuringWith((exit) => {
         const closed = body.close(done && failure === undefined)
