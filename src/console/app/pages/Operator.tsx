@@ -236,6 +236,13 @@ export const OperatorModels = () => {
   )
 }
 
+/** Platform names by id (the first hundred platforms), for tables that name a row's platform. */
+const usePlatformNames = (): Map<string, string> => {
+  const call = useCall()
+  const platforms = useLoad(() => call<Page<Platform>>("GET", "/v1/admin/platforms", { query: { limit: 100 } }), [])
+  return new Map((platforms.data?.data ?? []).map((p) => [p.id, p.name]))
+}
+
 export const OperatorUsage = () => {
   const call = useCall()
   const [days, setDays] = useState(30)
@@ -245,8 +252,7 @@ export const OperatorUsage = () => {
       query: { from: new Date(end - days * 86_400_000).toISOString(), to: new Date(end).toISOString(), group_by: "platform" }
     })
   }, [days])
-  const platforms = useLoad(() => call<Page<Platform>>("GET", "/v1/admin/platforms", { query: { limit: 100 } }), [])
-  const names = new Map((platforms.data?.data ?? []).map((p) => [p.id, p.name]))
+  const names = usePlatformNames()
   return (
     <>
       <div class="title-row">
@@ -277,8 +283,7 @@ export const OperatorFailures = () => {
   const call = useCall()
   const [page, setPage] = useState(1)
   const failures = useLoad(() => call<Page<LogEntry & { platform_id: string }>>("GET", "/v1/admin/settlement-failures", { query: { page, limit: 25 } }), [page])
-  const platforms = useLoad(() => call<Page<Platform>>("GET", "/v1/admin/platforms", { query: { limit: 100 } }), [])
-  const names = new Map((platforms.data?.data ?? []).map((p) => [p.id, p.name]))
+  const names = usePlatformNames()
   return (
     <>
       <h2>Settlement failures</h2>
