@@ -22,6 +22,7 @@ import modelServes from "./0023_model_serves.js"
 import modelAgent from "./0024_model_agent.js"
 import messages from "./0025_messages.js"
 import usageRollup from "./0026_usage_rollup.js"
+import reserveCountsCapabilityHolds from "./0027_reserve_counts_capability_holds.js"
 
 export const migrations = Migrator.fromRecord({
   "0001_foundation": foundation,
@@ -45,5 +46,6 @@ export const migrations = Migrator.fromRecord({
   "0023_model_serves": modelServes,
   "0024_model_agent": modelAgent,
   "0025_messages": messages,
-  "0026_usage_rollup": usageRollup
+  "0026_usage_rollup": usageRollup,
+  "0027_reserve_counts_capability_holds": reserveCountsCapabilityHolds
 })

@@ -177,4 +177,26 @@ describe("budget_enforcement", () => {
     ok(await chat(gw, t.endUserKey))
     expect((await budgetOf(t)).used_usd).toBeCloseTo(CALL_COST, 9)
   })
+
+  it("reserve: an open capability run's hold counts against the wallet, not only reservations", async () => {
+    upstream.setBehavior({ usage: { prompt: 1, completion: MAX_TOKENS } })
+    const t = await tenant("reserve")
+    // A paid run in flight holds 9.95 of the wallet's 10 USD (on no budget: the wallet alone),
+    // leaving 0.05, less than a call's maximum cost.
+    const { rows: [run] } = await gw.db.pool.query(
+      `INSERT INTO capability_runs (platform_id, end_user_id, capability_id, provider_id, hold_usd, state, expires_at)
+       VALUES ($1, $2, $3, $4, 9.95, 'open', now() + interval '1 hour') RETURNING id`,
+      [t.platformId, t.endUserId, randomUUID(), randomUUID()]
+    )
+    const refused = await chat(peer, t.endUserKey)
+    expect(refused.status).toBe(402)
+    expect(refused.body.error.code).toBe("wallet_insufficient")
+    const reserved = await gw.db.pool.query("SELECT count(*)::int AS n FROM budget_reservations WHERE platform_id = $1", [t.platformId])
+    expect(reserved.rows[0].n).toBe(0)
+
+    // The run settles (released): the wallet is free again and the call is served.
+    await gw.db.pool.query("UPDATE capability_runs SET state = 'released', settled_at = now() WHERE id = $1", [run.id])
+    ok(await chat(gw, t.endUserKey))
+    expect((await budgetOf(t)).used_usd).toBeCloseTo(CALL_COST, 9)
+  })
 })
