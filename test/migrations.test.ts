@@ -9,7 +9,7 @@ it("applies migrations once; a second start changes nothing", async () => {
     const first = await startGateway({ db })
     const { platformId, platformKey } = await createPlatform(first)
     const applied = await db.pool.query("SELECT migration_id, name FROM schema_migrations ORDER BY migration_id")
-    expect(applied.rows.map((r) => r.name)).toEqual(["foundation", "ledger", "webhooks", "inference", "responses", "display", "tools", "capabilities", "skills", "webhook_trace_context", "database_identity", "settle_at_once", "webhook_fair_dispatch", "ledger_backfill_order", "mcp_sessions", "call_records", "budget_reservations", "response_incomplete_reason", "model_serves", "model_agent", "messages", "usage_rollup"])
+    expect(applied.rows.map((r) => r.name)).toEqual(["foundation", "ledger", "webhooks", "inference", "responses", "display", "tools", "capabilities", "skills", "webhook_trace_context", "database_identity", "settle_at_once", "webhook_fair_dispatch", "ledger_backfill_order", "mcp_sessions", "call_records", "budget_reservations", "response_incomplete_reason", "model_serves", "model_agent", "messages", "usage_rollup", "reserve_counts_capability_holds"])
     await first.close()
 
     const second = await startGateway({ db })
@@ -28,7 +28,7 @@ it("two instances starting together on an empty database both come up (migration
   try {
     const [a, b] = await Promise.all([startGateway({ db }), startGateway({ db })])
     const applied = await db.pool.query("SELECT count(*)::int AS n FROM schema_migrations")
-    expect(applied.rows[0].n).toBe(22)
+    expect(applied.rows[0].n).toBe(23)
     expect((await a.call("GET", "/health")).status).toBe(200)
     expect((await b.call("GET", "/health")).status).toBe(200)
     await a.close()
