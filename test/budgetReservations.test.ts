@@ -178,6 +178,28 @@ describe("budget_enforcement", () => {
     expect((await budgetOf(t)).used_usd).toBeCloseTo(CALL_COST, 9)
   })
 
+  it("reserve: a call that names no completion cap is sent with the one its reservation priced; optimistic sends it as asked", async () => {
+    upstream.setBehavior({ usage: { prompt: 1, completion: 1 } })
+    const sent = async (t: Tenant) => {
+      upstream.requests.length = 0
+      ok(await gw.call("POST", "/v1/chat/completions", { key: t.endUserKey, body: { model: "fake-model", messages: [{ role: "user", content: "Say hi" }] } }))
+      const body = upstream.requests.at(-1)?.body
+      return { max_tokens: body?.max_tokens, max_completion_tokens: body?.max_completion_tokens }
+    }
+    // The budget must cover the default cap's price (4096 tokens at 0.001 USD).
+    const reserved = await tenant("reserve")
+    ok(await gw.call("PATCH", `/v1/platforms/${reserved.platformId}/end-users/${reserved.endUserId}/budget`, { key: reserved.platformKey, body: { max_usd: 5 } }))
+    expect(await sent(reserved)).toEqual({ max_tokens: undefined, max_completion_tokens: 4096 })
+    // A cap the client names is sent as named.
+    upstream.requests.length = 0
+    ok(await chat(gw, reserved.endUserKey))
+    expect(upstream.requests.at(-1)?.body).toMatchObject({ max_tokens: MAX_TOKENS })
+    expect(upstream.requests.at(-1)?.body.max_completion_tokens).toBeUndefined()
+
+    const optimistic = await tenant(undefined)
+    expect(await sent(optimistic)).toEqual({ max_tokens: undefined, max_completion_tokens: undefined })
+  })
+
   it("reserve: an open capability run's hold counts against the wallet, not only reservations", async () => {
     upstream.setBehavior({ usage: { prompt: 1, completion: MAX_TOKENS } })
     const t = await tenant("reserve")

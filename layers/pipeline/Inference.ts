@@ -50,6 +50,7 @@ import {
   checkRateLimit,
   checkSuspension,
   checkWallet,
+  DEFAULT_MAX_TOKENS,
   maxCostEstimate,
   type PreflightError,
   refusedWhateverTheSize,
@@ -230,11 +231,12 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
       // A small prompt is counted at once, as part of this step; a large one in slices.
       const promptEstimate = chars <= SLICE_CHARS ? countPromptTokens(request.messages) : yield* estimateLargePrompt(caller, snapshot, request)
       const spend = yield* spendChecks(caller, snapshot, promptEstimate, maxTokens)
+      const named = slug === request.model ? request : { ...request, model: slug }
       const admitted: Admitted = {
         requestId: objectId(REQUEST_ID_PREFIX[requestType]),
         requestType,
         caller,
-        request: slug === request.model ? request : { ...request, model: slug },
+        request: requestType === "embedding" ? named : cappedAsReserved(named, spend),
         candidates: orderCandidates(snapshot.candidates),
         promptEstimate,
         ...spend,
@@ -243,6 +245,16 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
       }
       return admitted
     })
+
+    /**
+     * A reserved call that names no completion cap is sent with the one its reservation priced
+     * (DEFAULT_MAX_TOKENS), so the provider bills no more than the reservation holds. Other calls
+     * go as asked.
+     */
+    const cappedAsReserved = (request: ChatRequest, spend: { readonly reservationId?: string | undefined }): ChatRequest =>
+      spend.reservationId !== undefined && request.max_tokens === undefined && request.max_completion_tokens === undefined
+        ? { ...request, max_completion_tokens: DEFAULT_MAX_TOKENS }
+        : request
 
     /** Checks 2 to 5 (what the call may spend: rate, suspension, budget, wallet) on a snapshot; gives what settlement needs of them. */
     const spendChecks = Effect.fnUntraced(function*(caller: Caller, snapshot: AdmissionSnapshot, promptEstimate: number, maxTokens: number | undefined) {
@@ -299,7 +311,7 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
         ? countPromptTokens(request.messages)
         : yield* estimateLargePrompt(caller, snapshot, request)
       const spend = yield* spendChecks(caller, snapshot, promptEstimate, request.max_tokens ?? request.max_completion_tokens)
-      const admitted: Admitted = { ...previous, request, promptEstimate, ...spend, startedAt }
+      const admitted: Admitted = { ...previous, request: cappedAsReserved(request, spend), promptEstimate, ...spend, startedAt }
       return admitted
     })
     const admitTurn = (previous: Admitted, request: ChatRequest): Effect.Effect<Admitted, RateLimitExceeded | PaymentRequired> =>
