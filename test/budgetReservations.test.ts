@@ -200,6 +200,32 @@ describe("budget_enforcement", () => {
     expect(await sent(optimistic)).toEqual({ max_tokens: undefined, max_completion_tokens: undefined })
   })
 
+  it("reserve: tool definitions and images count in the reserved prompt, so calls that carry them cannot fit in less", async () => {
+    upstream.setBehavior({ usage: { prompt: 1, completion: MAX_TOKENS } })
+    const t = await tenant("reserve")
+    // About 60,000 tokens of tool definitions: 0.06 USD of prompt on top of the 0.1 of completion,
+    // more than the 0.15 budget holds. Without them the same call fits.
+    const tools = [{ type: "function", function: { name: "lookup", description: " word".repeat(60_000) } }]
+    const body = (extra: Record<string, unknown>) => ({
+      model: "fake-model",
+      messages: [{ role: "user", content: "Say hi" }],
+      max_tokens: MAX_TOKENS,
+      ...extra
+    })
+    const withTools = await gw.call("POST", "/v1/chat/completions", { key: t.endUserKey, body: body({ tools }) })
+    expect(withTools.status).toBe(402)
+    expect(withTools.body.error.code).toBe("budget_exhausted")
+    // 40 images at 1,600 tokens each: 0.064 USD of prompt, too much as well.
+    const image = { type: "image_url", image_url: { url: "https://example.com/cat.png" } }
+    const withImages = await gw.call("POST", "/v1/chat/completions", {
+      key: t.endUserKey,
+      body: body({ messages: [{ role: "user", content: [{ type: "text", text: "Describe" }, ...Array.from({ length: 40 }, () => image)] }] })
+    })
+    expect(withImages.status).toBe(402)
+    expect(withImages.body.error.code).toBe("budget_exhausted")
+    ok(await gw.call("POST", "/v1/chat/completions", { key: t.endUserKey, body: body({}) }))
+  })
+
   it("reserve: an open capability run's hold counts against the wallet, not only reservations", async () => {
     upstream.setBehavior({ usage: { prompt: 1, completion: MAX_TOKENS } })
     const t = await tenant("reserve")

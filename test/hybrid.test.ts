@@ -253,9 +253,10 @@ describe("checks on every turn", () => {
 
   it("a wallet that cannot cover the next turn stops the loop: incomplete, wallet_insufficient, what ran billed", async () => {
     for (const stream of [false, true]) {
-      // Turn 1's estimate is about 0.002 (1000 output tokens at 2 USD per million): 0.0025
-      // covers it; after the turn and its tool call (0.001) the rest cannot cover turn 2.
-      const u = await connectedUser(0.0025)
+      // Turn 1's estimate is about 0.0034 (1000 output tokens at 2 USD per million, and about
+      // 1,400 prompt tokens at 1, most of them the github tools' definitions): 0.004 covers it;
+      // after the turn and its tool call (0.001) the rest cannot cover turn 2.
+      const u = await connectedUser(0.004)
       loopingCalls = 0
       const body = { model: "loop-model", input: "go", tools: u.mcpTools, max_output_tokens: 1000 }
       const res = stream ? (await streamed(u.endUserKey, body)).last : await u.client.responses.create(body)
@@ -264,7 +265,7 @@ describe("checks on every turn", () => {
       expect(res.incomplete_details).toEqual({ reason: "wallet_insufficient" })
       expect(res.output.map((o: any) => [o.type, o.status])).toEqual([["mcp_call", "completed"]])
       const { rows: [wallet] } = await gw.db.pool.query("SELECT balance_usd FROM platform_wallets WHERE platform_id = $1", [u.platformId])
-      expect(Number(wallet.balance_usd)).toBeCloseTo(0.0025 - 0.000012 - 0.001, 12)
+      expect(Number(wallet.balance_usd)).toBeCloseTo(0.004 - 0.000012 - 0.001, 12)
       expect((await rows(u.platformId)).map((r) => r.request_type).sort()).toEqual(["mcp_tool", "response"])
     }
   })

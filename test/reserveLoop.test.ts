@@ -23,9 +23,9 @@ let capabilityUid: string
 // The model: 1 USD per million prompt tokens, 1000 per million completion tokens (0.001 USD a
 // token). Every request asks for at most MAX_TOKENS, so a turn reserves 0.1 USD plus its prompt
 // estimate; the upstream reports 1 prompt token (never more than the estimate) and
-// `completionTokens` completion tokens. A paid tool call costs 0.001 USD (every call is paid).
+// `completionTokens` completion tokens. A paid tool call costs 0.005 USD (every call is paid).
 const MAX_TOKENS = 100
-const TOOL_PRICE = 0.001
+const TOOL_PRICE = 0.005
 const turnCost = (completionTokens: number) => 0.000001 + completionTokens * 0.001
 
 /**
@@ -279,9 +279,10 @@ describe("reserve mode: the hybrid loop", () => {
   })
 
   it("the tool call between turns is refused when the budget left cannot pay its price; nothing past max_usd", async () => {
-    // 0.1005 covers turn 1's reservation; turn 1 costs 0.100001, leaving 0.000499: less than the
-    // tool call's price (optimistic mode would run it, since remaining > 0) and than turn 2's reservation.
-    const u = await user({ budgetUsd: 0.1005 })
+    // 0.104 covers turn 1's reservation (0.1 plus about 0.0014 of prompt: the github tools'
+    // definitions count); turn 1 costs 0.100001, leaving 0.003999: less than the tool call's price
+    // (optimistic mode would run it, since remaining > 0) and than turn 2's reservation.
+    const u = await user({ budgetUsd: 0.104 })
     behave({ completionTokens: MAX_TOKENS })
     const sent = tools.requestsFor("github").length
     const res = await u.client.responses.create(loopBody(u))

@@ -59,7 +59,15 @@ import {
   walletRefusal
 } from "./Preflight.js"
 import { RateLimiter, type RateLimitExceeded } from "./RateLimiter.js"
-import { countPromptTokens, countPromptTokensYielding, countTextTokensYielding, promptChars, SLICE_CHARS } from "../platform/Tokenizer.js"
+import {
+  countPromptTokens,
+  countPromptTokensYielding,
+  countTextTokensYielding,
+  countToolTokensYielding,
+  promptChars,
+  SLICE_CHARS,
+  toolsText
+} from "../platform/Tokenizer.js"
 import { UpstreamAdapters } from "./upstream/Adapters.js"
 import type { UpstreamCall, UpstreamError } from "./upstream/Upstream.js"
 
@@ -149,6 +157,16 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
     const estimateLargePrompt = (caller: Caller, snapshot: AdmissionSnapshot, request: ChatRequest): Effect.Effect<number> =>
       refusedWhateverTheSize(caller, snapshot, clock.unsafeCurrentTimeMillis()) ? Effect.succeed(0) : countPromptTokensYielding(request.messages)
 
+    /**
+     * The prompt estimate: the messages (`chars` of text) and the tool definitions (`tools`,
+     * their JSON), which the provider bills as prompt too: an agent's tools can outweigh its
+     * messages, and a reservation or a wallet check that left them out would price calls low.
+     */
+    const estimatePrompt = (caller: Caller, snapshot: AdmissionSnapshot, request: ChatRequest, chars: number, tools: string) => {
+      const messages = chars <= SLICE_CHARS ? Effect.succeed(countPromptTokens(request.messages)) : estimateLargePrompt(caller, snapshot, request)
+      return tools === "" ? messages : Effect.zipWith(messages, countToolTokensYielding(tools), (m, t) => m + t)
+    }
+
     // Every generator of a call is defined once, here (Effect.fnUntraced), never inside a
     // per-call function (`(x) => Effect.gen(function*() {...})`): V8 gives each new generator
     // function a map of its own when it first runs, maps live in the old generation, and the
@@ -225,11 +243,15 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
       const startedAt = clock.unsafeCurrentTimeMillis()
       const snapshot = yield* readSnapshot(caller, request.model)
       const chars = promptChars(request.messages)
-      const maxTokens = yield* step("preflight.model", () => checkModel(caller, request, snapshot.candidates, chars, requestType, maxPromptChars))
+      const tools = toolsText(request.tools)
+      const maxTokens = yield* step("preflight.model", () =>
+        checkModel(caller, request, snapshot.candidates, chars + tools.length, requestType, maxPromptChars))
       // A model named by an alias: the call is the model's, under its slug (log rows, answers).
       const slug = snapshot.candidates[0]!.modelSlug
       // A small prompt is counted at once, as part of this step; a large one in slices.
-      const promptEstimate = chars <= SLICE_CHARS ? countPromptTokens(request.messages) : yield* estimateLargePrompt(caller, snapshot, request)
+      const promptEstimate = chars <= SLICE_CHARS && tools === ""
+        ? countPromptTokens(request.messages)
+        : yield* estimatePrompt(caller, snapshot, request, chars, tools)
       const spend = yield* spendChecks(caller, snapshot, promptEstimate, maxTokens)
       const named = slug === request.model ? request : { ...request, model: slug }
       const admitted: Admitted = {
@@ -307,9 +329,7 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
       const startedAt = clock.unsafeCurrentTimeMillis()
       const caller = previous.caller
       const snapshot = yield* readFreshSnapshot(caller, request.model)
-      const promptEstimate = promptChars(request.messages) <= SLICE_CHARS
-        ? countPromptTokens(request.messages)
-        : yield* estimateLargePrompt(caller, snapshot, request)
+      const promptEstimate = yield* estimatePrompt(caller, snapshot, request, promptChars(request.messages), toolsText(request.tools))
       const spend = yield* spendChecks(caller, snapshot, promptEstimate, request.max_tokens ?? request.max_completion_tokens)
       const admitted: Admitted = { ...previous, request: cappedAsReserved(request, spend), promptEstimate, ...spend, startedAt }
       return admitted

@@ -72,7 +72,7 @@ export const checkModel = (
     return Either.left(new ValidationError({
       code: "context_length_exceeded",
       param: field,
-      message: `The ${field} hold ${chars} characters of text; this gateway accepts at most ${maxPromptChars} per request`
+      message: `The ${field}${request.tools !== undefined && request.tools.length > 0 ? " and tools" : ""} hold ${chars} characters of text; this gateway accepts at most ${maxPromptChars} per request`
     }))
   }
   const refused = refusedPart(request, candidates, requestType === "messages")

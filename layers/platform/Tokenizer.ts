@@ -338,9 +338,45 @@ export const promptChars = (messages: ReadonlyArray<ChatMessage>): number => {
   return chars
 }
 
-/** Prompt tokens of a chat request: content plus a small per-message framing overhead. */
+/**
+ * What one image part is estimated at: about the most a provider bills for one image (OpenAI's
+ * high detail tops out near 1,450 tokens, Anthropic's near 1,600). Its size is not read: the
+ * estimate prices admission (the wallet check, a reservation), so it errs high, not low.
+ */
+export const IMAGE_TOKENS = 1_600
+
+const imageParts = (message: ChatMessage): number => {
+  if (typeof message.content === "string" || message.content == null) return 0
+  let images = 0
+  for (const part of message.content) if (part.image_url !== undefined) images++
+  return images
+}
+
+/** Tokens of one message: its text, its images at IMAGE_TOKENS each, and a small framing overhead. */
+const messageOverhead = (message: ChatMessage) => imageParts(message) * IMAGE_TOKENS + 4
+
+/** Prompt tokens of a chat request's messages. */
 export const countPromptTokens = (messages: ReadonlyArray<ChatMessage>): number =>
-  messages.reduce((sum, m) => sum + countMessageTokens(messageText(m)) + 4, 3)
+  messages.reduce((sum, m) => sum + countMessageTokens(messageText(m)) + messageOverhead(m), 3)
+
+/** The text a request's tool definitions are counted on: their JSON, as count_tokens counts them ("" when none). */
+export const toolsText = (tools: ReadonlyArray<unknown> | undefined): string =>
+  tools === undefined || tools.length === 0 ? "" : JSON.stringify(tools)
+
+/**
+ * Tokens of tool definitions' text (toolsText), remembered as messages are (an agent sends the
+ * same tools with every call), in slices that yield when it is large.
+ */
+export const countToolTokensYielding = (text: string): Effect.Effect<number> => {
+  if (text === "") return Effect.succeed(0)
+  const { cache, key } = messageSlot(text)
+  const known = cache.get(key)
+  if (known !== undefined) return Effect.succeed(known)
+  return Effect.map(countTextTokensYielding(text), (counted) => {
+    cache.set(key, counted)
+    return counted
+  })
+}
 
 export const countTextTokens = (text: string): number => text === "" ? 0 : countTokens(text)
 
@@ -393,7 +429,7 @@ export const countPromptTokensYielding = Effect.fnUntraced(function*(messages: R
       }
       cache.set(key, counted)
     }
-    total += counted + 4
+    total += counted + messageOverhead(message)
   }
   return total
 })

@@ -1,8 +1,17 @@
 // Prompt token counts: a message is counted once and then remembered (a conversation resends its
 // history every turn, a system prompt comes with every call), with the same result as counting it
 // again; the memory is bounded (least recently used dropped), for long and short texts apart.
+import { Effect } from "effect"
 import { describe, expect, it } from "vitest"
-import { cachedCounter, countPromptTokens, countTextTokens } from "../../layers/platform/Tokenizer.js"
+import {
+  cachedCounter,
+  countPromptTokens,
+  countPromptTokensYielding,
+  countTextTokens,
+  countToolTokensYielding,
+  IMAGE_TOKENS,
+  toolsText
+} from "../../layers/platform/Tokenizer.js"
 
 describe("token counting", () => {
   it("counts a text once, and drops the least recently used past its bound", () => {
@@ -36,6 +45,32 @@ describe("token counting", () => {
     expect(countPromptTokens(history)).toBe(direct) // from the cache
     const next = [...history, { role: "user" as const, content: "And one more question." }]
     expect(countPromptTokens(next)).toBe(direct + countTextTokens("And one more question.") + 4)
+  })
+
+  it("an image part counts IMAGE_TOKENS on top of the text, in one go and in slices alike", async () => {
+    const text = { role: "user" as const, content: [{ type: "text", text: "What is in this picture?" }] }
+    const withImage = {
+      role: "user" as const,
+      content: [{ type: "text", text: "What is in this picture?" }, { type: "image_url", image_url: { url: "https://example.com/cat.png" } }]
+    }
+    expect(countPromptTokens([withImage])).toBe(countPromptTokens([text]) + IMAGE_TOKENS)
+    expect(await Effect.runPromise(countPromptTokensYielding([withImage]))).toBe(countPromptTokens([withImage]))
+  })
+
+  it("tool definitions count as their JSON text, and nothing when there are none", async () => {
+    const tools = [{
+      type: "function" as const,
+      function: { name: "get_weather", description: "The weather in a city", parameters: { type: "object", properties: { city: { type: "string" } } } }
+    }]
+    const text = toolsText(tools)
+    expect(text).toBe(JSON.stringify(tools))
+    expect(await Effect.runPromise(countToolTokensYielding(text))).toBe(countTextTokens(text))
+    expect(await Effect.runPromise(countToolTokensYielding(text))).toBe(countTextTokens(text)) // from the cache
+    const large = toolsText([{ ...tools[0], function: { ...tools[0]!.function, description: "a long description ".repeat(2_000) } }])
+    expect(await Effect.runPromise(countToolTokensYielding(large))).toBe(countTextTokens(large))
+    expect(toolsText(undefined)).toBe("")
+    expect(toolsText([])).toBe("")
+    expect(await Effect.runPromise(countToolTokensYielding(""))).toBe(0)
   })
 
   it("counts a special token's spelling as ordinary text", () => {
