@@ -7,7 +7,7 @@ import { expect, layer } from "@effect/vitest"
 import { PgClient } from "@effect/sql-pg"
 import { BigDecimal, ConfigProvider, Context, Effect, Layer, Metric, Option, Schedule } from "effect"
 import { randomUUID } from "node:crypto"
-import { mkdtempSync } from "node:fs"
+import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { ApiKeys } from "../../layers/tenancy/ApiKeys.js"
@@ -29,15 +29,23 @@ import { TestDatabaseUrlLive } from "../support/TestDatabase.js"
 const QuietOutbox = WebhookOutbox.test([], () => false)
 const KeyAuthStub = KeyAuth.test()
 
+/** `config` with a data dir of its own (the settlement journal's), removed when the layer is. */
+const configWithDataDir = (config: ReadonlyArray<readonly [string, string]>) =>
+  Layer.unwrapScoped(Effect.map(
+    Effect.acquireRelease(
+      Effect.sync(() => mkdtempSync(join(tmpdir(), "settlements-test-"))),
+      (dir) => Effect.sync(() => rmSync(dir, { recursive: true, force: true }))
+    ),
+    (dir) => Layer.setConfigProvider(ConfigProvider.fromMap(new Map([["GATEWAY_DATA_DIR", dir], ...config])))
+  ))
+
 const layerWith = (config: ReadonlyArray<readonly [string, string]>) =>
   Layer.mergeAll(Platforms.DefaultWithoutDependencies, EndUsers.DefaultWithoutDependencies, Settlements.DefaultWithoutDependencies).pipe(
     Layer.provideMerge(Layer.mergeAll(ApiKeys.DefaultWithoutDependencies, BudgetLedger.DefaultWithoutDependencies, PlatformWallet.Default)),
     Layer.provideMerge(Layer.mergeAll(KeyAuthStub, QuietOutbox)),
     Layer.provideMerge(DatabaseLive),
     Layer.provide(TestDatabaseUrlLive),
-    Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(
-      new Map([["GATEWAY_DATA_DIR", mkdtempSync(join(tmpdir(), "settlements-test-"))], ...config])
-    )))
+    Layer.provide(configWithDataDir(config))
   )
 const TestLayer = layerWith([])
 
