@@ -174,6 +174,10 @@ it("the server killed too (a postmaster.pid naming a dead process) is left to Po
   expect(await until(pidExists, (exists) => !exists)).toBe(false)
   expect(serversOnDataDir()).toEqual([])
   expect(postmasterPid()).toBe(server) // the stale file is still there
+  // The killed server's socket and its lock stay in the socket directory, and the next start
+  // may take another port: removed here, as the machine's tmpdir is not ours to fill.
+  const [, , , port, socketDir] = readFileSync(join(pgDir, "postmaster.pid"), "utf8").split("\n")
+  for (const name of [`.s.PGSQL.${port}`, `.s.PGSQL.${port}.lock`]) rmSync(join(socketDir ?? tmpdir(), name), { force: true })
 
   gw = await start("embedded-after-both-killed")
   expect(gw.lines.some((line) => /left running|removed .*postmaster\.pid/.test(line))).toBe(false)
