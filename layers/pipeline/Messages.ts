@@ -9,7 +9,7 @@ import { Effect, Stream } from "effect"
 import type { ChatCompletion } from "../../schemas/Chat.js"
 import { Forbidden, NotFound } from "../../schemas/Errors.js"
 import type { CountTokensRequest, Message, MessagesRequest, StreamEvent } from "../../schemas/Messages.js"
-import { countPromptTokensYielding, countTextTokensYielding } from "../platform/Tokenizer.js"
+import { countPromptTokensYielding, countToolTokensYielding, toolsText } from "../platform/Tokenizer.js"
 import { ModelCatalog } from "../tenancy/ModelCatalog.js"
 import { type Caller, completionText, Inference } from "./Inference.js"
 import { chatStreamTranslator, messageOf } from "./messages/FromChat.js"
@@ -134,7 +134,7 @@ export class Messages extends Effect.Service<Messages>()("gateway/Messages", {
       }
       const { messages, tools } = chatConversation(request)
       const prompt = yield* countPromptTokensYielding(messages)
-      const toolTokens = tools === undefined ? 0 : yield* countTextTokensYielding(JSON.stringify(tools))
+      const toolTokens = yield* countToolTokensYielding(toolsText(tools))
       return { input_tokens: prompt + toolTokens }
     })
 
