@@ -3,18 +3,19 @@
 // even if its instance and its disk vanish the moment after. A call still running after GATEWAY_CALL_RECORD_AFTER is on record
 // too, with what it comes to if it is cut (its prompt estimate, no completion: `interrupted`);
 // its final settlement replaces that record. Records are written in groups with the calls ending
-// meanwhile (group commit), and deleted with their settlements' commit (Postgres: by the same
-// statement; Redis: with the next group once the writer reports the commit). An instance holds a Postgres advisory lock for as long as it lives (a session's
+// meanwhile (group commit, RecordGroups.ts), and deleted with their settlements' commit (Postgres:
+// by the same statement; Redis: with the next group once the writer reports the commit). An instance holds a Postgres advisory lock for as long as it lives (a session's
 // lock goes when its connection does, so a dead instance is seen at once, without heartbeats or
 // clocks); every instance sweeps the records of instances whose lock is free and applies them.
 // Settlements are idempotent by id (the log row's), so a record applied twice applies once.
 import type { SqlError } from "@effect/sql/SqlError"
 import { PgClient } from "@effect/sql-pg"
-import { Deferred, Effect, Exit, FiberId, Layer, Schedule } from "effect"
+import { Deferred, Effect, Layer, Schedule } from "effect"
 import { randomUUID } from "node:crypto"
 import { durationMsConfig } from "../lib/ConfigValues.js"
 import { isDatabaseOutage } from "../lib/SqlErrors.js"
 import { databaseIdentity, postgresRecordStore, type RecordStore, redisConnection, redisRecordStore } from "./CallRecordStores.js"
+import { makeRecordGroups } from "./RecordGroups.js"
 import { type Settlement, settlementFromJson } from "./Settlement.js"
 import { Settlements } from "./Settlements.js"
 import { callRecordsEnabled, callRecordStore, settlementSynchronousCommit, settlementWaitMs } from "./SettlementSettings.js"
@@ -44,8 +45,13 @@ export interface TrackedCall {
   readonly dropped: () => void
 }
 
-/** A write of the records that failed for a reason other than an outage: retried as an outage is. */
-const RETRY = Schedule.exponential("100 millis").pipe(Schedule.union(Schedule.spaced("5 seconds")))
+/**
+ * GATEWAY_CALL_RECORD_LINGER: how long a call's record waits for the records of the calls still
+ * running before it is written (0: not at all). The wait ends as soon as every call followed is
+ * waiting for its own record, so a lone call never waits; under load it puts several calls'
+ * records in one round trip.
+ */
+export const callRecordLingerMs = durationMsConfig("GATEWAY_CALL_RECORD_LINGER", 2)
 
 /** A call followed by nothing (call records off, tests). */
 const UNTRACKED: TrackedCall = { settled: () => Effect.void, dropped: () => undefined }
@@ -59,6 +65,7 @@ export class CallRecords extends Effect.Service<CallRecords>()("gateway/CallReco
     const sweepMs = yield* callSweepMs
     const recordAfterMs = yield* callRecordAfterMs
     const waitMs = yield* settlementWaitMs
+    const lingerMs = yield* callRecordLingerMs
     // Off, this instance records nothing; it still settles the records of dead instances.
     const enabled = yield* callRecordsEnabled
     const instanceId = randomUUID()
@@ -82,92 +89,14 @@ export class CallRecords extends Effect.Service<CallRecords>()("gateway/CallReco
       yield* Deferred.await(locked).pipe(Effect.timeout("30 seconds"), Effect.orDie)
     }
 
-    /** Records to write (by id: a final settlement replaces its cut) and to delete with the next group. */
-    const opens = new Map<string, Settlement>()
-    const closes = new Set<string>()
-    /**
-     * Answers do not wait for their records while a write is failing (database unreachable), runs
-     * past GATEWAY_SETTLEMENT_WAIT (a lock), or the service is closing (calls cut by a shutdown
-     * settle after it): their settlements still go to the writer (and its journal).
-     */
-    let failing = false
-    let closing = false
-    /** A failed write was logged and no write has succeeded since. */
-    let reported = false
-    // Each answer waits for exactly the write that carries its record: `nextWrite` is done once
-    // the write that takes the records put since the last one started is done, `inFlight` once the
-    // write under way is (one wake-up per answer, not one per write it sees go by).
-    let nextWrite = Deferred.unsafeMake<void>(FiberId.none)
-    let inFlight: Deferred.Deferred<void> | undefined
-    let work = Deferred.unsafeMake<void>(FiberId.none)
-    const stopWaiting = () => {
-      if (failing) return
-      failing = true
-      if (inFlight !== undefined) Deferred.unsafeDone(inFlight, Exit.void)
-      Deferred.unsafeDone(nextWrite, Exit.void)
-      nextWrite = Deferred.unsafeMake<void>(FiberId.none)
-    }
-
     // Chosen whether or not this instance records: it sweeps the records of dead instances either way.
     const store: RecordStore = (yield* callRecordStore) === "postgres"
       ? postgresRecordStore(sql, instanceId, synchronousCommit)
       : redisRecordStore(yield* redisConnection, yield* databaseIdentity(sql), instanceId)
-    const write = store.write
+    const groups = makeRecordGroups({ write: store.write, lingerMs, waitMs, quietFailure: isOutage })
     // Records outside Postgres go once the writer has committed their settlements.
-    if (enabled && !store.deletedBySettlement) {
-      settlements.whenWritten((ids) => {
-        for (const id of ids) closes.add(id)
-        if (ids.length > 0) Deferred.unsafeDone(work, Exit.void)
-      })
-    }
-
-    /** One writer: what was opened and closed since its last write, in one round trip. */
-    const writer = Effect.gen(function*() {
-      yield* Deferred.await(work)
-      work = Deferred.unsafeMake<void>(FiberId.none)
-      const written = nextWrite
-      inFlight = written
-      nextWrite = Deferred.unsafeMake<void>(FiberId.none)
-      const inserts = [...opens.values()]
-      const deletes = [...closes]
-      opens.clear()
-      closes.clear()
-      const slow = setTimeout(stopWaiting, waitMs)
-      yield* write(inserts, deletes).pipe(
-        Effect.tapError((e) =>
-          Effect.suspend(() => {
-            stopWaiting()
-            // Once per streak of failures (an outage retries every few seconds); a Postgres outage
-            // is the settlement writer's to report.
-            if (reported || isOutage(e)) return Effect.void
-            reported = true
-            return Effect.logWarning(`call records: write failed; answers go without waiting for their records until a write succeeds: ${e instanceof Error ? e.message : String(e)}`)
-          })
-        ),
-        Effect.retry(RETRY)
-      )
-      if (reported) yield* Effect.logInfo("call records: writes succeed again")
-      reported = false
-      clearTimeout(slow)
-      failing = closing
-      inFlight = undefined
-      Deferred.unsafeDone(written, Exit.void)
-    }).pipe(Effect.forever)
-    if (enabled) yield* Effect.forkScoped(writer)
-
-    /** Puts a settlement on record; returns what waits until it is written. */
-    const put = (settlement: Settlement): Effect.Effect<void> => {
-      opens.set(settlement.id, settlement)
-      closes.delete(settlement.id)
-      Deferred.unsafeDone(work, Exit.void)
-      return failing ? Effect.void : Deferred.await(nextWrite)
-    }
-
-    const remove = (id: string): void => {
-      if (opens.delete(id)) return // never written
-      closes.add(id)
-      Deferred.unsafeDone(work, Exit.void)
-    }
+    if (enabled && !store.deletedBySettlement) settlements.whenWritten(groups.committed)
+    if (enabled) yield* Effect.forkScoped(groups.writer)
 
     /**
      * Follows a call that starts (its settlement will have id `id`): past GATEWAY_CALL_RECORD_AFTER
@@ -176,19 +105,22 @@ export class CallRecords extends Effect.Service<CallRecords>()("gateway/CallReco
     const track = (id: string, cut: () => Settlement): TrackedCall => {
       if (!enabled) return UNTRACKED
       let recorded = false
+      const ended = groups.follow()
       const putCut = () => {
         recorded = true
-        put(cut())
+        groups.put(cut())
       }
       const timer = recordAfterMs === 0 ? (putCut(), undefined) : setTimeout(putCut, recordAfterMs)
       return {
         settled: (settlement) => {
           clearTimeout(timer)
-          return put(settlement)
+          ended()
+          return groups.put(settlement)
         },
         dropped: () => {
           clearTimeout(timer)
-          if (recorded) remove(id)
+          ended()
+          if (recorded) groups.remove(id)
         }
       }
     }
@@ -220,12 +152,11 @@ export class CallRecords extends Effect.Service<CallRecords>()("gateway/CallReco
     // goes with one last write.
     yield* Effect.addFinalizer(() =>
       Effect.suspend(() => {
-        closing = true
-        stopWaiting()
+        groups.closing()
         // Records outside Postgres go once their settlements commit: let the writer finish first.
         const committed = enabled && !store.deletedBySettlement ? settlements.awaitEverything() : Effect.void
         return committed.pipe(
-          Effect.zipRight(Effect.suspend(() => opens.size + closes.size === 0 ? Effect.void : write([...opens.values()], [...closes]))),
+          Effect.zipRight(groups.writeRest),
           Effect.zipRight(enabled ? store.leave : Effect.void)
         )
       }).pipe(Effect.ignore)

@@ -7,7 +7,7 @@ import { admissionCacheTtlMs } from "../../layers/pipeline/AdmissionCache.js"
 import { capabilityTiming } from "../../layers/capabilities/Capabilities.js"
 import { upstreamTimeoutMs } from "../../layers/pipeline/Inference.js"
 import { settlementLingerMs, settlementWaitMs } from "../../layers/ledger/SettlementSettings.js"
-import { callRecordAfterMs, callSweepMs } from "../../layers/ledger/CallRecords.js"
+import { callRecordAfterMs, callRecordLingerMs, callSweepMs } from "../../layers/ledger/CallRecords.js"
 import { mcpSessionTtl } from "../../layers/tools/ToolHost.js"
 import { connectionLimits } from "../../src/http/DrainingServer.js"
 import { DEFAULT_RETRY_SCHEDULE, retryScheduleConfig } from "../../layers/lib/RetrySchedule.js"
@@ -31,6 +31,7 @@ const variables: ReadonlyArray<{
   { name: "GATEWAY_SETTLEMENT_WAIT", config: settlementWaitMs, defaultMs: 5_000, min: 1 },
   { name: "GATEWAY_CALL_RECORD_AFTER", config: callRecordAfterMs, defaultMs: 250, min: 0 },
   { name: "GATEWAY_CALL_SWEEP", config: callSweepMs, defaultMs: 10_000, min: 1 },
+  { name: "GATEWAY_CALL_RECORD_LINGER", config: callRecordLingerMs, defaultMs: 2, min: 0 },
   { name: "GATEWAY_ADMISSION_CACHE_TTL", config: admissionCacheTtlMs, defaultMs: 1_000, min: 0 },
   { name: "GATEWAY_MCP_SESSION_TTL", config: mcpSessionTtl.pipe(Config.map(toMs)), defaultMs: 1_800_000, min: 1 },
   { name: "GATEWAY_UPSTREAM_TIMEOUT", formerName: "GATEWAY_UPSTREAM_TIMEOUT_MS", config: upstreamTimeoutMs, defaultMs: 60_000, min: 1 },
