@@ -5,7 +5,7 @@
 // a test shows that something did not wait for them.
 import { describe, expect, it } from "@effect/vitest"
 import { Deferred, Effect, Fiber } from "effect"
-import { makeRecordGroups } from "../../layers/ledger/RecordGroups.js"
+import { makeRecordGroups, type RecordGroups } from "../../layers/ledger/RecordGroups.js"
 import type { Settlement } from "../../layers/ledger/Settlement.js"
 
 interface Write {
@@ -44,7 +44,11 @@ describe("RecordGroups", () => {
       expect(writes).toEqual([{ inserts: ["a"], deletes: [] }])
     }).pipe(Effect.scoped))
 
-  it.live("a record waits for the calls still running; the last one's record ends the wait, in one write", () =>
+  /**
+   * Calls a and b run; a settles and waits (the linger is far longer than the test); `finishB`
+   * ends b, which ends a's wait: the one write holds what `written` says.
+   */
+  const aWaitsForB = (finishB: (groups: RecordGroups, endB: () => void) => Effect.Effect<void>, written: ReadonlyArray<string>) =>
     Effect.gen(function*() {
       const { groups, writes } = groupsWith(LONG)
       yield* Effect.forkScoped(groups.writer)
@@ -55,11 +59,16 @@ describe("RecordGroups", () => {
       yield* Effect.sleep("20 millis")
       expect(writes).toEqual([])
       expect(a.unsafePoll()).toBeNull()
-      endB()
-      yield* groups.put(settlement("b"))
+      yield* finishB(groups, endB)
       yield* Fiber.join(a)
-      expect(writes).toEqual([{ inserts: ["a", "b"], deletes: [] }])
-    }).pipe(Effect.scoped))
+      expect(writes).toEqual([{ inserts: written, deletes: [] }])
+    }).pipe(Effect.scoped)
+
+  it.live("a record waits for the calls still running; the last one's record ends the wait, in one write", () =>
+    aWaitsForB((groups, endB) => {
+      endB()
+      return groups.put(settlement("b"))
+    }, ["a", "b"]))
 
   it.live("the linger is bounded: a record goes without those of calls still running once it has passed", () =>
     Effect.gen(function*() {
@@ -73,19 +82,7 @@ describe("RecordGroups", () => {
     }).pipe(Effect.scoped))
 
   it.live("a call that ends without a record (dropped) ends the wait of the others", () =>
-    Effect.gen(function*() {
-      const { groups, writes } = groupsWith(LONG)
-      yield* Effect.forkScoped(groups.writer)
-      const endA = groups.follow()
-      const endB = groups.follow()
-      endA()
-      const a = yield* Effect.fork(groups.put(settlement("a")))
-      yield* Effect.sleep("20 millis")
-      expect(writes).toEqual([])
-      endB()
-      yield* Fiber.join(a)
-      expect(writes).toEqual([{ inserts: ["a"], deletes: [] }])
-    }).pipe(Effect.scoped))
+    aWaitsForB((_, endB) => Effect.sync(endB), ["a"]))
 
   it.live("deletes alone wait for the next records and go with them", () =>
     Effect.gen(function*() {
