@@ -14,7 +14,7 @@ const RETRY = Schedule.exponential("100 millis").pipe(Schedule.union(Schedule.sp
  * How long deletes alone wait for a write of records to ride with: a delete has no one waiting,
  * and a record left a moment longer only means a sweeper would apply it again, as nothing.
  */
-export const DELETES_LINGER_MS = 1_000
+const DELETES_LINGER_MS = 1_000
 
 export interface RecordGroupOptions {
   /** One round trip: writes (or replaces, by id) the inserts and deletes the others. */
@@ -149,7 +149,7 @@ export const makeRecordGroups = ({ lingerMs, quietFailure, waitMs, write }: Reco
         ended = true
         running--
         // The last call still running ended without a record (dropped): the others need not wait.
-        if (running === 0 && opens.size > 0 && !deletesOnly) endLinger?.()
+        if (running === 0 && opens.size > 0) endLinger?.()
       }
     },
     put: (settlement) => {
