@@ -5,6 +5,7 @@
 // and read plus the client's work, whatever it carries, so under load fewer and fuller writes
 // are most of what records cost (docs/decisions.md "Settlement").
 import { Deferred, Effect, Exit, FiberId, Schedule } from "effect"
+import { makeLinger } from "../lib/Linger.js"
 import type { Settlement } from "./Settlement.js"
 
 /** A write of the records that failed for a reason other than an outage: retried as an outage is. */
@@ -50,8 +51,8 @@ export const makeRecordGroups = ({ lingerMs, quietFailure, waitMs, write }: Reco
   const closes = new Set<string>()
   /** Calls followed and not yet settled or dropped: records that may still join the next write. */
   let running = 0
-  /** Ends the writer's linger at once; undefined when it is not lingering. */
-  let endLinger: (() => void) | undefined
+  /** The writer's wait for the records of calls still running (or, deletes alone, for any record). */
+  const linger = makeLinger()
   /** The writer lingers with deletes alone: the first record ends it. */
   let deletesOnly = false
   /**
@@ -76,33 +77,17 @@ export const makeRecordGroups = ({ lingerMs, quietFailure, waitMs, write }: Reco
     nextWrite = Deferred.unsafeMake<void>(FiberId.none)
   }
 
-  /** Waits up to `ms`, ended early by `endLinger`. */
-  const linger = (ms: number) =>
-    Effect.async<void>((resume) => {
-      const end = () => {
-        clearTimeout(timer)
-        endLinger = undefined
-        resume(Effect.void)
-      }
-      const timer = setTimeout(end, ms)
-      endLinger = end
-      return Effect.sync(() => {
-        clearTimeout(timer)
-        endLinger = undefined
-      })
-    })
-
   /**
    * Before a write: deletes alone wait for records (or DELETES_LINGER_MS); records wait up to
    * `lingerMs` while other calls run, until every call followed is waiting for its own.
    */
   const gather = Effect.suspend(() => {
     if (closed || failing) return Effect.void
-    const records = () => opens.size > 0 && lingerMs > 0 && running > 0 ? linger(lingerMs) : Effect.void
+    const records = () => opens.size > 0 && lingerMs > 0 && running > 0 ? linger.wait(lingerMs) : Effect.void
     if (opens.size > 0) return records()
     deletesOnly = true
     return Effect.zipRight(
-      Effect.ensuring(linger(DELETES_LINGER_MS), Effect.sync(() => void (deletesOnly = false))),
+      Effect.ensuring(linger.wait(DELETES_LINGER_MS), Effect.sync(() => void (deletesOnly = false))),
       Effect.suspend(() => closed || failing ? Effect.void : records())
     )
   })
@@ -149,14 +134,14 @@ export const makeRecordGroups = ({ lingerMs, quietFailure, waitMs, write }: Reco
         ended = true
         running--
         // The last call still running ended without a record (dropped): the others need not wait.
-        if (running === 0 && opens.size > 0) endLinger?.()
+        if (running === 0 && opens.size > 0) linger.cut()
       }
     },
     put: (settlement) => {
       opens.set(settlement.id, settlement)
       closes.delete(settlement.id)
       wake()
-      if (deletesOnly || running === 0) endLinger?.()
+      if (deletesOnly || running === 0) linger.cut()
       return failing ? Effect.void : Deferred.await(nextWrite)
     },
     remove: (id) => {
@@ -172,7 +157,7 @@ export const makeRecordGroups = ({ lingerMs, quietFailure, waitMs, write }: Reco
     closing: () => {
       closed = true
       stopWaiting()
-      endLinger?.()
+      linger.cut()
     },
     writeRest: Effect.suspend(() => opens.size + closes.size === 0 ? Effect.void : write([...opens.values()], [...closes]))
   }

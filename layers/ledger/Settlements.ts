@@ -20,6 +20,7 @@ import { PlatformWallet } from "./PlatformWallet.js"
 import { atOnceCandidate, installSettleAtOnce, settleAtOnce } from "./SettleAtOnce.js"
 import { logRowOf, makeSettleInTransaction } from "./SettleInTransaction.js"
 import { insertLogRows } from "./InferenceLogs.js"
+import { makeLinger } from "../lib/Linger.js"
 import { openSettlementJournal, type Segment } from "./SettlementJournal.js"
 import { callRecordsEnabled, callRecordsInPostgres, settlementLingerMs, settlementSynchronousCommit, settlementWaitMs } from "./SettlementSettings.js"
 
@@ -39,7 +40,7 @@ const GROUP_SIZE = 256
  * adds what arrives meanwhile; at low load it waits longer (GATEWAY_SETTLEMENT_LINGER, 25 ms),
  * until LOW_LOAD_GROUP settlements are queued, so a group is still a dozen calls, not two or
  * three: a group's statement costs about the same whatever its size. A reader that waits for
- * its settlements ends the wait at once (`hurry`). Under load the long wait would keep
+ * its settlements ends the wait at once (`hurryWriter`). Under load the long wait would keep
  * settlements in memory long enough to survive garbage collections: low load only.
  */
 const LINGER_MS = 5
@@ -92,13 +93,12 @@ export class Settlements extends Effect.Service<Settlements>()("gateway/Settleme
     let writtenThrough = 0
     /** Completed, and replaced, each time the writer is past a group: what waiters wait for. */
     let progress = Deferred.unsafeMake<void>(FiberId.none)
-    /** Ends the writer's linger at once; null when the writer is not lingering. */
-    let hurry: (() => void) | null = null
+    /** The writer's wait for more settlements, cut short by a reader in haste or a full group. */
+    const linger = makeLinger()
     /** A reader asked for haste while the writer was not lingering: its next group does not wait. */
     let hurryWanted = false
     const hurryWriter = () => {
-      if (hurry !== null) hurry()
-      else hurryWanted = true
+      if (!linger.cut()) hurryWanted = true
     }
     /** Told the ids of each group the writer is past (CallRecords, when its records live outside Postgres). */
     let writtenListener: ((ids: ReadonlyArray<string>) => void) | null = null
@@ -107,21 +107,6 @@ export class Settlements extends Effect.Service<Settlements>()("gateway/Settleme
     }
     /** The sequence number of the last settlement the writer took. */
     let taken = 0
-    /** The writer's wait for more settlements: wall-clock time (a plain timer), cut short by `hurry`. */
-    const linger = (ms: number) => Effect.async<void>((resume) => {
-      const stop = () => {
-        clearTimeout(timer)
-        hurry = null
-      }
-      const done = () => {
-        stop()
-        resume(Effect.void)
-      }
-      const timer = setTimeout(done, ms)
-      hurry = done
-      return Effect.sync(stop)
-    })
-
     const forget = (entry: Entry) => {
       const set = pending.get(entry.settlement.platformId)
       set?.delete(entry)
@@ -236,7 +221,7 @@ export class Settlements extends Effect.Service<Settlements>()("gateway/Settleme
         ? first
         : Chunk.appendAll(
           first,
-          yield* Effect.zipRight(wait === 0 ? Effect.void : linger(wait), Queue.takeUpTo(queue, GROUP_SIZE - first.length))
+          yield* Effect.zipRight(wait === 0 ? Effect.void : linger.wait(wait), Queue.takeUpTo(queue, GROUP_SIZE - first.length))
         )
       taken = Chunk.unsafeLast(entries).seq
       const slow = setTimeout(degrade, waitMs)
@@ -371,7 +356,7 @@ export class Settlements extends Effect.Service<Settlements>()("gateway/Settleme
       set.add(entry)
       pending.set(settlement.platformId, set)
       Queue.unsafeOffer(queue, entry)
-      if (entry.seq - taken >= LOW_LOAD_GROUP) hurry?.() // a group's worth is queued
+      if (entry.seq - taken >= LOW_LOAD_GROUP) linger.cut() // a group's worth is queued
       return { seq: entry.seq, logged: failure === undefined ? Effect.void : Effect.logError("settlement journal: write failed", failure) }
     }
 
