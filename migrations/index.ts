@@ -23,6 +23,7 @@ import modelAgent from "./0024_model_agent.js"
 import messages from "./0025_messages.js"
 import usageRollup from "./0026_usage_rollup.js"
 import reserveCountsCapabilityHolds from "./0027_reserve_counts_capability_holds.js"
+import timeOrderedIds from "./0028_time_ordered_ids.js"
 
 export const migrations = Migrator.fromRecord({
   "0001_foundation": foundation,
@@ -47,5 +48,6 @@ export const migrations = Migrator.fromRecord({
   "0024_model_agent": modelAgent,
   "0025_messages": messages,
   "0026_usage_rollup": usageRollup,
-  "0027_reserve_counts_capability_holds": reserveCountsCapabilityHolds
+  "0027_reserve_counts_capability_holds": reserveCountsCapabilityHolds,
+  "0028_time_ordered_ids": timeOrderedIds
 })

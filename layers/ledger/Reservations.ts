@@ -4,7 +4,7 @@
 // holds nothing: a crashed instance's calls stop holding money once their time is up.
 import { PgClient } from "@effect/sql-pg"
 import { type BigDecimal, Effect, Layer } from "effect"
-import { randomUUID } from "node:crypto"
+import { timeOrderedUuid } from "../lib/Ids.js"
 import { dec, sqlDec } from "../lib/Money.js"
 import { stubService } from "../lib/Stubs.js"
 
@@ -24,7 +24,7 @@ export class Reservations extends Effect.Service<Reservations>()("gateway/Reserv
      */
     const reserve = (platformId: string, budgetId: string | null, amount: BigDecimal.BigDecimal, expiresAt: Date) =>
       Effect.gen(function*() {
-        const id = randomUUID()
+        const id = timeOrderedUuid()
         const [row] = yield* sql<{ readonly result: string }>`SELECT reserve_budget(${id}::uuid, ${platformId}::uuid, ${budgetId}::uuid,
           ${sqlDec(amount)}::numeric, ${expiresAt}) AS result`
         const result: ReserveResult = row?.result === "reserved"

@@ -6,12 +6,11 @@
 // queued for the grouped writer in Settlements. A stream's tally is InferenceStream.
 import { PgClient } from "@effect/sql-pg"
 import { BigDecimal, Cause, Effect, Exit, FiberId, FiberRef, Option, Stream, type Tracer } from "effect"
-import { randomUUID } from "node:crypto"
 import type { BudgetRow } from "../ledger/BudgetLedger.js"
 import type { ChatChunk, ChatCompletion, ChatRequest, Usage } from "../../schemas/Chat.js"
 import type { BadGateway, GatewayTimeout, PaymentRequired } from "../../schemas/Errors.js"
 import { countConfig, durationMsConfig } from "../lib/ConfigValues.js"
-import { objectId } from "../lib/Ids.js"
+import { objectId, timeOrderedUuid } from "../lib/Ids.js"
 import { currentExchange, upstreamAnswered, upstreamStarted } from "../lib/RequestIds.js"
 import { callSpans, tracingEnabled, withTraceparent } from "../lib/CurrentSpan.js"
 import { AdmissionCache, type CachedAdmission } from "./AdmissionCache.js"
@@ -434,7 +433,7 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
       tracing ? completion.choices.flatMap((choice) => choice.finish_reason === null ? [] : [choice.finish_reason]) : undefined
 
     const answerAndSettle = Effect.fnUntraced(function*(admitted: Admitted, callSpan: Tracer.Span | undefined) {
-      const id = randomUUID()
+      const id = timeOrderedUuid()
       const call = track(id, admitted)
       upstreamStarted(admitted.exchange)
       const { value, candidate } = yield* router.route(
@@ -470,7 +469,7 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
       attempt: (candidate: Candidate, call: UpstreamCall) => Effect.Effect<A, UpstreamError>,
       emitted?: (value: A) => string
     ) {
-      const id = randomUUID()
+      const id = timeOrderedUuid()
       const call = track(id, admitted)
       const { value, candidate } = yield* router.route(
         admitted.candidates,
@@ -516,7 +515,7 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
       tally: StreamAccount,
       open: (candidate: Candidate, attempt: UpstreamCall, onEnd: StreamEnd) => Effect.Effect<Stream.Stream<A, UpstreamError>, UpstreamError>
     ) {
-      const id = randomUUID()
+      const id = timeOrderedUuid()
       const call = track(id, admitted)
       // The model call's span lasts until the stream is settled, past this handler's end.
       const callSpan = tracing ? yield* openCallSpan(admitted) : undefined

@@ -1,6 +1,6 @@
 // Pure rules of debits: the low-balance crossing, a budget's debits planned in order, and
 // the ledger rows and webhook events a plan produces.
-import { randomUUID } from "node:crypto"
+import { timeOrderedUuid } from "../../lib/Ids.js"
 import { BigDecimal, type Effect } from "effect"
 import { dec } from "../../lib/Money.js"
 import type { BudgetEventType } from "../WebhookOutbox.js"
@@ -62,7 +62,7 @@ export const planDebits = (before: BudgetRow, items: ReadonlyArray<DebitItem>): 
       low_balance_armed: row.low_balance_armed && !crossed,
       updated_at: item.at
     }
-    steps.push({ before: row, after, id: randomUUID(), crossed, item })
+    steps.push({ before: row, after, id: timeOrderedUuid(), crossed, item })
     row = after
   }
   return {
