@@ -42,13 +42,18 @@ const END_USERS = Math.max(1, Math.floor(envNumber("BENCH_END_USERS", 1)))
  */
 const PAIRED_SLICES = Math.max(1, Math.floor(envNumber("BENCH_PAIRED_SLICES", 4)))
 const PAIRED_CONNECTIONS = [16, 64]
-/** Extra node flags for the gateway only, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof". */
-const GATEWAY_NODE_ARGS = (process.env.BENCH_GATEWAY_NODE_ARGS ?? "").split(" ").filter((a) => a !== "")
-/** The same for the reference proxy (to profile both in one run). */
+const ROOT = fileURLToPath(new URL("..", import.meta.url))
+/** The node flags `npm start` runs the gateway with (package.json `config.node_flags`). */
+const START_NODE_FLAGS: string = JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")).config?.node_flags ?? ""
+/**
+ * The gateway's node flags: npm start's, unless BENCH_GATEWAY_NODE_ARGS replaces them (empty:
+ * none; a profile: "--max-semi-space-size=32 --cpu-prof --cpu-prof-dir=/tmp/prof").
+ */
+const GATEWAY_NODE_ARGS = (process.env.BENCH_GATEWAY_NODE_ARGS ?? START_NODE_FLAGS).split(" ").filter((a) => a !== "")
+/** Extra node flags for the reference proxy (to profile both in one run). */
 const PROXY_NODE_ARGS = (process.env.BENCH_PROXY_NODE_ARGS ?? "").split(" ").filter((a) => a !== "")
 /** The gateway bundle to run (another build's, to compare two builds in turns). */
 const GATEWAY_ENTRY = process.env.BENCH_GATEWAY_ENTRY || "dist/main.js"
-const ROOT = fileURLToPath(new URL("..", import.meta.url))
 const DOC = join(ROOT, "docs", "performance.md")
 
 type Mode = "json" | "stream"

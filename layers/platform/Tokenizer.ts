@@ -4,49 +4,11 @@
 // PIECE_CHARS reaches it (a long run is counted in pieces), and large texts can be counted in
 // slices that yield to the event loop.
 import { Effect } from "effect"
-import { GptEncoding } from "gpt-tokenizer/GptEncoding"
+import { O200K_TOKEN_SPLIT_REGEX } from "gpt-tokenizer/encodingParams/constants"
 import { hash } from "node:crypto"
-import { readFileSync } from "node:fs"
 import { createRequire } from "node:module"
 import type { ChatMessage } from "../../schemas/Chat.js"
-
-const strictUtf8 = new TextDecoder("utf8", { fatal: true })
-
-/**
- * The o200k merge ranks, read from the package's `.tiktoken` data file (base64 token, space,
- * rank per line) in the shape its generated `bpeRanks` module has: the token as a string when
- * its bytes are exact UTF-8, else as its bytes. Reading the data file instead of importing that
- * 3 MB JavaScript module keeps its source text out of the heap (it would stay there for the
- * life of the process, doubled in size in the bundle).
- */
-const o200kRanks = (): Array<string | Array<number>> => {
-  const file = createRequire(import.meta.url).resolve("gpt-tokenizer/data/o200k_base.tiktoken")
-  const ranks: Array<string | Array<number>> = []
-  for (const line of readFileSync(file, "utf8").split("\n")) {
-    if (line === "") continue
-    const space = line.indexOf(" ")
-    const bytes = Buffer.from(line.slice(0, space), "base64")
-    ranks[Number(line.slice(space + 1))] = exactUtf8(bytes) ?? [...bytes]
-  }
-  return ranks
-}
-
-const exactUtf8 = (bytes: Buffer): string | undefined => {
-  try {
-    const text = strictUtf8.decode(bytes)
-    return Buffer.byteLength(text) === bytes.length ? text : undefined
-  } catch {
-    return undefined
-  }
-}
-
-const encoding = GptEncoding.getEncodingApi("o200k_base", o200kRanks)
-/**
- * Text as ordinary text: a special token's spelling ("<|endoftext|>") in a message counts as
- * the tokens of its characters. The library's default throws on it, which made a message that
- * quotes one fail its call.
- */
-const ordinary = { disallowedSpecial: new Set<string>() }
+import { loadTiktokenVocabulary, makeMergeCounter } from "./BpeVocabulary.js"
 
 /** What counting needs of a BPE tokenizer: its pre-tokenizer, its vocabulary, its merge step. */
 export interface BpeCore {
@@ -59,35 +21,33 @@ export interface BpeCore {
 }
 
 /**
- * The library's own core (gpt-tokenizer 3.4.0, pinned in package.json): the members its
- * `countTokens` uses, private in its types. Checked when the module loads, so an upgrade that
- * renames them stops the start instead of miscounting.
+ * o200k as a BpeCore: the library's pre-tokenizer and data file (gpt-tokenizer, pinned in
+ * package.json), its vocabulary held in typed arrays (BpeVocabulary.ts), not in the library's
+ * core. A pre-token's UTF-8 bytes are what is looked up and merged, as the library does.
  */
-interface LibraryCore {
-  readonly tokenSplitRegex: RegExp
-  readonly getBpeRankFromString: (text: string) => number | undefined
-  readonly bytePairEncode: (text: string) => ReadonlyArray<number>
-  readonly setMergeCacheSize: (size: number) => void
+const o200kVocabulary = loadTiktokenVocabulary(createRequire(import.meta.url).resolve("gpt-tokenizer/data/o200k_base.tiktoken"))
+const mergeCount = makeMergeCounter(o200kVocabulary)
+const utf8 = new TextEncoder()
+let scratch = new Uint8Array(1024)
+/** A text's UTF-8 bytes in `scratch` (grown when needed); how many. */
+const utf8Of = (text: string): number => {
+  if (scratch.length < text.length * 3) scratch = new Uint8Array(text.length * 3)
+  return utf8.encodeInto(text, scratch).written
 }
-const libraryCore = (encoding as unknown as { readonly bytePairEncodingCoreProcessor: LibraryCore }).bytePairEncodingCoreProcessor
-if (
-  !(libraryCore?.tokenSplitRegex instanceof RegExp) || typeof libraryCore.getBpeRankFromString !== "function" ||
-  typeof libraryCore.bytePairEncode !== "function" || typeof libraryCore.setMergeCacheSize !== "function"
-) throw new Error("gpt-tokenizer: its BytePairEncodingCore is not the one layers/platform/Tokenizer.ts was written for")
 
-/**
- * The library remembers the merges of up to this many pre-tokens (its default is 100,000).
- * Its keys are pre-token texts, at most PIECE_CHARS long here: full, it holds a few MB, where
- * 100,000 distinct pieces of a hostile text would hold about 100 MB.
- */
-const MERGE_CACHE_ENTRIES = 10_000
-libraryCore.setMergeCacheSize(MERGE_CACHE_ENTRIES)
-
-/** The library's o200k core as a BpeCore (tests wrap it to watch what reaches BPE). */
 export const o200kCore: BpeCore = {
-  pretokens: libraryCore.tokenSplitRegex,
-  rankOf: (pretoken) => libraryCore.getBpeRankFromString(pretoken),
-  encode: (piece) => libraryCore.bytePairEncode(piece).length
+  pretokens: O200K_TOKEN_SPLIT_REGEX,
+  // A UTF-8 text is never shorter in bytes than in UTF-16 code units: a longer one is no token.
+  rankOf: (pretoken) => {
+    if (pretoken.length > o200kVocabulary.maxTokenBytes) return undefined
+    const length = utf8Of(pretoken)
+    const rank = o200kVocabulary.rankOf(scratch, 0, length)
+    return rank === -1 ? undefined : rank
+  },
+  encode: (piece) => {
+    const length = utf8Of(piece)
+    return mergeCount(scratch, length)
+  }
 }
 
 /**
@@ -249,14 +209,10 @@ const bounded = boundedCounter(o200kCore)
 let charactersCounted = 0
 export const countedCharacters = (): number => charactersCounted
 
-/**
- * Tokens of one text. A text no longer than PIECE_CHARS holds no long pre-token and takes the
- * library's own path; a longer one the bounded loop, which counts it the same unless it holds a
- * long run.
- */
+/** Tokens of one text (the library's count unless it holds a run longer than PIECE_CHARS). */
 const countTokens = (text: string): number => {
   charactersCounted += text.length
-  return text.length <= PIECE_CHARS ? encoding.countTokens(text, ordinary) : bounded.count(text)
+  return bounded.count(text)
 }
 
 /** A Map bounded to `entries`, the least recently used dropped first. */
