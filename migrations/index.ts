@@ -24,6 +24,7 @@ import messages from "./0025_messages.js"
 import usageRollup from "./0026_usage_rollup.js"
 import reserveCountsCapabilityHolds from "./0027_reserve_counts_capability_holds.js"
 import timeOrderedIds from "./0028_time_ordered_ids.js"
+import ledgerSeqNotIndexed from "./0029_ledger_seq_not_indexed.js"
 
 export const migrations = Migrator.fromRecord({
   "0001_foundation": foundation,
@@ -49,5 +50,6 @@ export const migrations = Migrator.fromRecord({
   "0025_messages": messages,
   "0026_usage_rollup": usageRollup,
   "0027_reserve_counts_capability_holds": reserveCountsCapabilityHolds,
-  "0028_time_ordered_ids": timeOrderedIds
+  "0028_time_ordered_ids": timeOrderedIds,
+  "0029_ledger_seq_not_indexed": ledgerSeqNotIndexed
 })

@@ -9,7 +9,7 @@ it("applies migrations once; a second start changes nothing", async () => {
     const first = await startGateway({ db })
     const { platformId, platformKey } = await createPlatform(first)
     const applied = await db.pool.query("SELECT migration_id, name FROM schema_migrations ORDER BY migration_id")
-    expect(applied.rows.map((r) => r.name)).toEqual(["foundation", "ledger", "webhooks", "inference", "responses", "display", "tools", "capabilities", "skills", "webhook_trace_context", "database_identity", "settle_at_once", "webhook_fair_dispatch", "ledger_backfill_order", "mcp_sessions", "call_records", "budget_reservations", "response_incomplete_reason", "model_serves", "model_agent", "messages", "usage_rollup", "reserve_counts_capability_holds", "time_ordered_ids"])
+    expect(applied.rows.map((r) => r.name)).toEqual(["foundation", "ledger", "webhooks", "inference", "responses", "display", "tools", "capabilities", "skills", "webhook_trace_context", "database_identity", "settle_at_once", "webhook_fair_dispatch", "ledger_backfill_order", "mcp_sessions", "call_records", "budget_reservations", "response_incomplete_reason", "model_serves", "model_agent", "messages", "usage_rollup", "reserve_counts_capability_holds", "time_ordered_ids", "ledger_seq_not_indexed"])
     // Rows written on every call take time-ordered ids by default (0028): version 7, later is larger.
     const { rows: [ids] } = await db.pool.query("SELECT uuid_v7()::text AS a, pg_sleep(0.002)::text, uuid_v7()::text AS b")
     expect(ids.a).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/)
@@ -20,6 +20,9 @@ it("applies migrations once; a second start changes nothing", async () => {
       ORDER BY table_name`)
     expect(defaults).toEqual(["budget_transactions", "display_transactions", "inference_logs", "platform_wallet_transactions"]
       .map((table_name) => ({ table_name, column_default: "uuid_v7()" })))
+    // The ledgers' seq comes from its sequence; no unique index is kept for it (0029).
+    const { rows: seqKeys } = await db.pool.query("SELECT conname FROM pg_constraint WHERE conname LIKE '%\\_seq\\_key'")
+    expect(seqKeys).toEqual([])
     await first.close()
 
     const second = await startGateway({ db })
@@ -38,7 +41,7 @@ it("two instances starting together on an empty database both come up (migration
   try {
     const [a, b] = await Promise.all([startGateway({ db }), startGateway({ db })])
     const applied = await db.pool.query("SELECT count(*)::int AS n FROM schema_migrations")
-    expect(applied.rows[0].n).toBe(24)
+    expect(applied.rows[0].n).toBe(25)
     expect((await a.call("GET", "/health")).status).toBe(200)
     expect((await b.call("GET", "/health")).status).toBe(200)
     await a.close()
