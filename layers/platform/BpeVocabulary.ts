@@ -100,18 +100,22 @@ export const loadTiktokenVocabulary = (path: string): BpeVocabulary => {
 export const makeMergeCounter = (vocabulary: BpeVocabulary) => {
   let starts = new Int32Array(64)
   let ranks = new Float64Array(64)
+  /** The rank of parts i and i + 1 merged (Infinity: no such token, or no part i + 1). */
+  const rankOfPair = (piece: Uint8Array, i: number, parts: number): number => {
+    if (i + 2 >= parts) return Infinity
+    const rank = vocabulary.rankOf(piece, starts[i]!, starts[i + 2]!)
+    return rank === -1 ? Infinity : rank
+  }
   return (piece: Uint8Array, length: number): number => {
     if (length <= 1) return length
     if (starts.length < length + 1) {
       starts = new Int32Array(length * 2)
       ranks = new Float64Array(length * 2)
     }
-    const rankOfPair = (i: number, parts: number): number =>
-      i + 2 < parts ? pairRank(vocabulary, piece, starts[i]!, starts[i + 2]!) : Infinity
     // Parts are [starts[i], starts[i + 1]); starts[parts - 1] is the end.
     let parts = length + 1
     for (let i = 0; i < parts; i++) starts[i] = i
-    for (let i = 0; i < parts; i++) ranks[i] = rankOfPair(i, parts)
+    for (let i = 0; i < parts; i++) ranks[i] = rankOfPair(piece, i, parts)
     while (parts > 1) {
       let lowest = Infinity
       let at = -1
@@ -126,14 +130,9 @@ export const makeMergeCounter = (vocabulary: BpeVocabulary) => {
       starts.copyWithin(at + 1, at + 2, parts)
       ranks.copyWithin(at, at + 1, parts)
       parts--
-      ranks[at] = rankOfPair(at, parts)
-      if (at > 0) ranks[at - 1] = rankOfPair(at - 1, parts)
+      ranks[at] = rankOfPair(piece, at, parts)
+      if (at > 0) ranks[at - 1] = rankOfPair(piece, at - 1, parts)
     }
     return parts - 1
   }
-}
-
-const pairRank = (vocabulary: BpeVocabulary, piece: Uint8Array, from: number, to: number): number => {
-  const rank = vocabulary.rankOf(piece, from, to)
-  return rank === -1 ? Infinity : rank
 }
