@@ -6,11 +6,12 @@ import { BigDecimal } from "effect"
 export const dec = (value: string | number): BigDecimal.BigDecimal =>
   BigDecimal.normalize(BigDecimal.unsafeFromString(String(value)))
 
-const MTOK = BigDecimal.make(1_000_000n, 0)
-
-/** tokens x price per million tokens, exact. */
+/**
+ * tokens x price per million tokens, exact: dividing by a million is six more decimal places,
+ * not a division (BigDecimal's divides digit by digit, on every call's cost).
+ */
 export const perMillion = (tokens: number, usdPerMtok: BigDecimal.BigDecimal): BigDecimal.BigDecimal =>
-  BigDecimal.unsafeDivide(BigDecimal.multiply(BigDecimal.fromBigInt(BigInt(tokens)), usdPerMtok), MTOK)
+  BigDecimal.make(BigInt(tokens) * usdPerMtok.value, usdPerMtok.scale + 6)
 
 /** The string a numeric parameter is bound with. */
 export const sqlDec = (value: BigDecimal.BigDecimal): string => BigDecimal.format(BigDecimal.normalize(value))

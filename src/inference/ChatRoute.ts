@@ -17,6 +17,7 @@ import { BadRequest, wireError } from "../../schemas/Errors.js"
 import { apiErrorOf, checkedBody } from "../http/ErrorMapping.js"
 import type { FrontRoute } from "../http/DrainingServer.js"
 import { readNodeBody } from "../http/RequestBody.js"
+import { compiledCheck } from "../../layers/lib/WireCheck.js"
 import { annotateCurrentSpan, tracingEnabled } from "../../layers/lib/CurrentSpan.js"
 import { currentExchange, type HttpExchange, httpExchange, requestIdOf, serverTiming } from "../../layers/lib/RequestIds.js"
 import { pullEach } from "../../layers/lib/StreamPull.js"
@@ -44,6 +45,12 @@ const jsonReply = (status: number, body: unknown, headers: Record<string, string
 
 /** Synchronous: the schema has no effectful parts, and an Either costs far less than an Effect. */
 const decodeBody = Schema.decodeUnknownEither(ChatRequestBody)
+/**
+ * A body with only the fields the schema declares, all valid, is what Schema would decode it to:
+ * the compiled check takes it as it is. Schema decodes the rest (dropping unknown fields) and
+ * says what is wrong (layers/lib/WireCheck.ts).
+ */
+const exactBody = compiledCheck(ChatRequestBody, "refuse")
 
 /**
  * The payload as HttpApi decodes it: no body is null; text that is not JSON is a 400 (as the
@@ -57,6 +64,7 @@ const payloadOf = (text: string | null) =>
     } catch (error) {
       return Effect.fail(notJson(error))
     }
+    if (exactBody?.(json) === true) return Effect.succeed(json)
     const decoded = decodeBody(json)
     return decoded._tag === "Right" ? Effect.succeed(decoded.right) : HttpApiError.HttpApiDecodeError.refailParseError(decoded.left)
   })

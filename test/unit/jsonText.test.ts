@@ -6,7 +6,7 @@ import { describe, expect, it } from "vitest"
 import { Money, MoneyNumber } from "../../schemas/Common.js"
 import { losesPrecision, mustQuote } from "../../layers/lib/JsonNumbers.js"
 import { type JsonTextScan, MAX_CHECKED_NUMBERS, scanJsonText } from "../../layers/lib/JsonText.js"
-import { parseMoney } from "../../layers/lib/Money.js"
+import { parseMoney, perMillion } from "../../layers/lib/Money.js"
 import { findUnstorable, isStorableText, toStorable, toStorableText } from "../../layers/lib/StorableText.js"
 
 const scan = (text: string, depth = 64): JsonTextScan => {
@@ -106,6 +106,18 @@ describe("scanJsonText", () => {
 })
 
 describe("money", () => {
+  it("a cost per million tokens is tokens x price / 10^6 exactly", () => {
+    const million = BigDecimal.fromBigInt(1_000_000n)
+    expect(BigDecimal.format(BigDecimal.normalize(perMillion(14, BigDecimal.unsafeFromString("0.6"))))).toBe("0.0000084")
+    expect(BigDecimal.format(BigDecimal.normalize(perMillion(3_000_000, BigDecimal.unsafeFromString("2.50"))))).toBe("7.5")
+    expect(BigDecimal.isZero(perMillion(0, BigDecimal.unsafeFromString("15")))).toBe(true)
+    fc.assert(fc.property(fc.nat(), fc.bigInt(0n, 10n ** 14n), fc.nat(12), (tokens, digits, scale) => {
+      const price = BigDecimal.make(digits, scale)
+      const divided = BigDecimal.unsafeDivide(BigDecimal.multiply(BigDecimal.fromBigInt(BigInt(tokens)), price), million)
+      expect(BigDecimal.equals(perMillion(tokens, price), divided)).toBe(true)
+    }), { numRuns: 2000 })
+  })
+
   it("is exact to 10 decimal places and below 10^12; refuses the rest with a reason", () => {
     const ok = (text: string) => {
       const value = parseMoney(text)

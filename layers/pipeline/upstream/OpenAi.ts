@@ -135,22 +135,32 @@ const toolCallDeltas = (deltas: ReadonlyArray<typeof ToolCallDeltaWire.Type>) =>
       : {})
   }))
 
-const toChunk = (wire: ChunkWire, meta: StreamMeta): ChatChunk => ({
-  id: wire.id ?? meta.id,
-  object: "chat.completion.chunk",
-  created: wire.created === undefined ? meta.created : Math.floor(wire.created),
-  model: wire.model ?? meta.model,
-  choices: (wire.choices ?? []).map((c, i) => ({
-    index: c.index ?? i,
-    delta: {
-      ...(c.delta?.role === "assistant" ? { role: "assistant" as const } : {}),
-      ...(c.delta?.content !== undefined ? { content: c.delta.content } : {}),
-      ...(c.delta?.tool_calls ? { tool_calls: toolCallDeltas(c.delta.tool_calls) } : {})
-    },
-    finish_reason: c.finish_reason ?? null
-  })),
-  ...(wire.usage ? { usage: usage(wire.usage) } : {})
-})
+type Delta = { -readonly [K in keyof ChatChunk["choices"][number]["delta"]]: ChatChunk["choices"][number]["delta"][K] }
+
+/**
+ * A chunk's delta with what the provider set, in the wire's key order. Assigned field by field:
+ * a conditional spread builds a throwaway object per field, on every event of every stream.
+ */
+const deltaOf = (wire: NonNullable<ChunkWire["choices"]>[number]["delta"]): Delta => {
+  const delta: Delta = {}
+  if (wire == null) return delta
+  if (wire.role === "assistant") delta.role = "assistant"
+  if (wire.content !== undefined) delta.content = wire.content
+  if (wire.tool_calls) delta.tool_calls = toolCallDeltas(wire.tool_calls)
+  return delta
+}
+
+const toChunk = (wire: ChunkWire, meta: StreamMeta): ChatChunk => {
+  const chunk: { -readonly [K in keyof ChatChunk]: ChatChunk[K] } = {
+    id: wire.id ?? meta.id,
+    object: "chat.completion.chunk",
+    created: wire.created === undefined ? meta.created : Math.floor(wire.created),
+    model: wire.model ?? meta.model,
+    choices: (wire.choices ?? []).map((c, i) => ({ index: c.index ?? i, delta: deltaOf(c.delta), finish_reason: c.finish_reason ?? null }))
+  }
+  if (wire.usage) chunk.usage = usage(wire.usage)
+  return chunk
+}
 
 // The contract promises the role chunk first; a compatible server that omits it gets one added.
 const withRole = (c: ChatChunk): ChatChunk => {
