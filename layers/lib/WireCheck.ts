@@ -8,7 +8,7 @@
 // itself, so it is used as it is. Everything else, and every value the check refuses, goes
 // through Schema, which gives the value or the error (test/unit/wireCheck.test.ts checks the two agree).
 import { Ajv } from "ajv"
-import { JSONSchema, Option, Schema, SchemaAST } from "effect"
+import { Either, JSONSchema, Option, type ParseResult, Schema, SchemaAST } from "effect"
 
 /**
  * Refinements whose JSON Schema keyword accepts nothing their predicate refuses: Int (safe
@@ -117,4 +117,15 @@ export const compiledCheck = <A, I>(
   if (!exact(schema.ast)) return undefined
   const validate = ajv.compile(forAjv(JSONSchema.make(schema), excess) as object)
   return (value: unknown): value is A => validate(value)
+}
+
+/**
+ * Decodes a JSON value with `schema`: the compiled check first, when there is one; Schema for
+ * whatever it refuses (the value, or the error saying what is wrong).
+ */
+export const checkedDecoder = <A, I>(schema: Schema.Schema<A, I, never>, excess: ExcessProperties = "ignore") => {
+  const check = compiledCheck(schema, excess)
+  const decode = Schema.decodeUnknownEither(schema)
+  return (value: unknown): Either.Either<A, ParseResult.ParseError> =>
+    check !== undefined && check(value) ? Either.right(value) : decode(value)
 }

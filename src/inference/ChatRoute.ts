@@ -7,7 +7,7 @@
 // contexts, response conversion) was a large share of every call's CPU (docs/decisions.md
 // "The chat route").
 import { Headers, HttpApiError, HttpRouter, HttpServerError, HttpTraceContext } from "@effect/platform"
-import { Cause, Config, Context, Effect, FiberRef, FiberRefs, Option, Runtime, Schema, type Stream } from "effect"
+import { Cause, Config, Context, Effect, FiberRef, FiberRefs, Option, Runtime, type Stream } from "effect"
 import * as FindMyWay from "find-my-way-ts"
 import type { IncomingMessage, ServerResponse } from "node:http"
 import { KeyAuth } from "../../layers/access/KeyAuth.js"
@@ -17,7 +17,7 @@ import { BadRequest, wireError } from "../../schemas/Errors.js"
 import { apiErrorOf, checkedBody } from "../http/ErrorMapping.js"
 import type { FrontRoute } from "../http/DrainingServer.js"
 import { readNodeBody } from "../http/RequestBody.js"
-import { compiledCheck } from "../../layers/lib/WireCheck.js"
+import { checkedDecoder } from "../../layers/lib/WireCheck.js"
 import { annotateCurrentSpan, tracingEnabled } from "../../layers/lib/CurrentSpan.js"
 import { currentExchange, type HttpExchange, httpExchange, requestIdOf, serverTiming } from "../../layers/lib/RequestIds.js"
 import { pullEach } from "../../layers/lib/StreamPull.js"
@@ -43,14 +43,13 @@ const jsonReply = (status: number, body: unknown, headers: Record<string, string
   json: JSON.stringify(body)
 })
 
-/** Synchronous: the schema has no effectful parts, and an Either costs far less than an Effect. */
-const decodeBody = Schema.decodeUnknownEither(ChatRequestBody)
 /**
- * A body with only the fields the schema declares, all valid, is what Schema would decode it to:
- * the compiled check takes it as it is. Schema decodes the rest (dropping unknown fields) and
+ * Synchronous: the schema has no effectful parts, and an Either costs far less than an Effect. A
+ * body with only the fields the schema declares, all valid, is what Schema would decode it to:
+ * the compiled check takes it as it is; Schema decodes the rest, dropping unknown fields, and
  * says what is wrong (layers/lib/WireCheck.ts).
  */
-const exactBody = compiledCheck(ChatRequestBody, "refuse")
+const decodeBody = checkedDecoder(ChatRequestBody, "refuse")
 
 /**
  * The payload as HttpApi decodes it: no body is null; text that is not JSON is a 400 (as the
@@ -64,7 +63,6 @@ const payloadOf = (text: string | null) =>
     } catch (error) {
       return Effect.fail(notJson(error))
     }
-    if (exactBody?.(json) === true) return Effect.succeed(json)
     const decoded = decodeBody(json)
     return decoded._tag === "Right" ? Effect.succeed(decoded.right) : HttpApiError.HttpApiDecodeError.refailParseError(decoded.left)
   })

@@ -5,7 +5,7 @@
 // the router's failover relies on.
 import { Effect, Either, Option, ParseResult, Schema } from "effect"
 import { Agent, type Dispatcher } from "undici"
-import { compiledCheck } from "../../lib/WireCheck.js"
+import { checkedDecoder } from "../../lib/WireCheck.js"
 import { defaultUpstreamLimits, ERROR_BODY_PREFIX_BYTES } from "./Limits.js"
 import { UpstreamError } from "./Upstream.js"
 
@@ -320,19 +320,18 @@ const byteSource = (ex: Exchange): ByteSource => {
 
 /**
  * Decodes a JSON text with a wire schema; any mismatch is a (non-retryable) protocol error. A
- * well-formed text is accepted by the schema's compiled check (layers/lib/WireCheck.ts); Schema
+ * well-formed value is accepted by the schema's compiled check (layers/lib/WireCheck.ts); Schema
  * decodes the rest (and reports what is wrong).
  */
 export const jsonDecoder = <A, I>(schema: Schema.Schema<A, I, never>, what: string) => {
-  const decode = Schema.decodeUnknownEither(Schema.parseJson(schema))
-  const check = compiledCheck(schema)
+  const decodeValue = checkedDecoder(schema)
+  const decodeText = Schema.decodeUnknownEither(Schema.parseJson(schema))
   return (text: string): Either.Either<A, UpstreamError> => {
-    if (check !== undefined) {
-      const value = parsed(text)
-      if (check(value)) return Either.right(value)
-    }
+    const value = parsed(text)
+    // Not JSON: Schema's parseJson says why.
+    const decoded = value === NOT_JSON ? decodeText(text) : decodeValue(value)
     // The formatted issue echoes what the provider sent: detail only (UpstreamError).
-    return Either.mapLeft(decode(text), (e) =>
+    return Either.mapLeft(decoded, (e) =>
       protocolError(`unexpected ${what}`, ParseResult.TreeFormatter.formatErrorSync(e).slice(0, MAX_DECODE_DETAIL)))
   }
 }
@@ -340,12 +339,14 @@ export const jsonDecoder = <A, I>(schema: Schema.Schema<A, I, never>, what: stri
 /** How much of a formatted decode issue is kept for the log. */
 const MAX_DECODE_DETAIL = 4_000
 
-/** The JSON value of a text, or undefined when it is not JSON (Schema then says why). */
+const NOT_JSON = Symbol("not JSON")
+
+/** The JSON value of a text, or NOT_JSON (Schema then says why). */
 const parsed = (text: string): unknown => {
   try {
     return JSON.parse(text)
   } catch {
-    return undefined
+    return NOT_JSON
   }
 }
 
