@@ -40,6 +40,7 @@ import {
   usageInBounds
 } from "./InferenceSettlement.js"
 import { streamTally } from "./InferenceStream.js"
+import { recoverWith } from "../lib/StreamPull.js"
 import {
   budgetExhausted,
   type Caller,
@@ -570,19 +571,17 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
         tally,
         (c, attempt, onEnd) => adapters.get(c.kind).stream({ ...attempt, step: tally.relabel, onEnd, onTerminator: tally.noteTerminator })
       )
-      const body = chunks.pipe(
-        // The drop was noted (and settled) by `ended`, which runs before this handler.
-        Stream.catchAll((error) => {
-          const stop: ChatChunk = {
-            id: admitted.requestId,
-            object: "chat.completion.chunk",
-            created: tally.created(),
-            model: admitted.request.model,
-            choices: [{ index: 0, delta: {}, finish_reason: "stop" }]
-          }
-          return Stream.make(stop).pipe(Stream.tap(() => Effect.logWarning(`upstream dropped mid-stream: ${error.message}`)))
-        })
-      )
+      // The drop was noted (and settled) by `ended`, which runs before this handler.
+      const body = recoverWith(chunks, (error) => {
+        const stop: ChatChunk = {
+          id: admitted.requestId,
+          object: "chat.completion.chunk",
+          created: tally.created(),
+          model: admitted.request.model,
+          choices: [{ index: 0, delta: {}, finish_reason: "stop" }]
+        }
+        return Stream.make(stop).pipe(Stream.tap(() => Effect.logWarning(`upstream dropped mid-stream: ${error.message}`)))
+      })
       return { chunks: body, dropped: tally.dropped, terminated: tally.terminated }
     })
 

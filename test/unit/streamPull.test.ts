@@ -5,7 +5,7 @@
 // during the pull that reaches the end.
 import { describe, expect, it } from "@effect/vitest"
 import { Chunk, Deferred, Effect, Exit, Fiber, Option, Stream } from "effect"
-import { pullEach } from "../../layers/lib/StreamPull.js"
+import { pulledStream, pullEach, recoverWith } from "../../layers/lib/StreamPull.js"
 
 /** The chat stream's shape: a pulled source with its own finalizer, a catchAll, an outer finalizer. */
 const chatLike = (batches: ReadonlyArray<ReadonlyArray<number>>, log: Array<string>, end: Effect.Effect<never, Option.Option<string>>) =>
@@ -78,4 +78,71 @@ describe("pullEach", () => {
       expect(Exit.isFailure(exit) && exit.cause._tag === "Die").toBe(true)
       expect(log).toEqual(["settled"])
     }))
+
+  describe("a pulled stream (an upstream body's batches)", () => {
+    /** A source of `batches` (the first in hand), then `failure` if any; the log says what happened, in order. */
+    const pulled = (batches: ReadonlyArray<ReadonlyArray<number>>, log: Array<string>, failure?: string) => {
+      let next = 1
+      const rest = Effect.suspend((): Effect.Effect<Chunk.Chunk<number> | undefined, string> => {
+        if (next < batches.length) return Effect.succeed(Chunk.unsafeFromArray(batches[next++]!))
+        return failure === undefined ? Effect.succeed(undefined) : Effect.fail(failure)
+      })
+      return pulledStream<number, string>({
+        first: Chunk.unsafeFromArray(batches[0]!),
+        rest: batches.length === 1 && failure === undefined ? undefined : rest,
+        end: (exit) => Effect.sync(() => log.push(`ended ${Exit.isInterrupted(exit) ? "interrupted" : exit._tag}`))
+      })
+    }
+    const recovery = (log: Array<string>) => (error: string) =>
+      Stream.make(-1).pipe(Stream.tap(() => Effect.sync(() => log.push(`recovered ${error}`))))
+    const writeInto = (log: Array<string>) => (batch: Chunk.Chunk<number>) => {
+      log.push(`write ${Chunk.join(Chunk.map(batch, String), ",")}`)
+      return undefined
+    }
+
+    it.effect("a whole one (its one batch in hand) is written, then ended", () =>
+      Effect.gen(function*() {
+        const log: Array<string> = []
+        yield* pullEach(recoverWith(pulled([[1, 2, 3]], log), recovery(log)), (batch) => {
+          log.push(`write ${Chunk.join(Chunk.map(batch, String), ",")}`)
+          return Effect.sync(() => log.push("drained"))
+        })
+        expect(log).toEqual(["write 1,2,3", "drained", "ended Success"])
+      }))
+
+    it.effect("is written batch by batch (empty ones skipped), then ended", () =>
+      Effect.gen(function*() {
+        const log: Array<string> = []
+        yield* pullEach(recoverWith(pulled([[1], [], [2, 3]], log), recovery(log)), writeInto(log))
+        expect(log).toEqual(["write 1", "write 2,3", "ended Success"])
+      }))
+
+    it.effect("a failure ends it first, then its recovery is written", () =>
+      Effect.gen(function*() {
+        const log: Array<string> = []
+        yield* pullEach(recoverWith(pulled([[1], [2]], log, "dropped"), recovery(log)), writeInto(log))
+        expect(log).toEqual(["write 1", "write 2", "ended Failure", "recovered dropped", "write -1"])
+      }))
+
+    it.effect("is the same stream to any other consumer, ended once", () =>
+      Effect.gen(function*() {
+        const log: Array<string> = []
+        const collected = yield* Stream.runCollect(recoverWith(pulled([[1], [2]], log, "dropped"), recovery(log)))
+        expect(Chunk.toReadonlyArray(collected)).toEqual([1, 2, -1])
+        expect(log).toEqual(["ended Failure", "recovered dropped"])
+      }))
+
+    it.effect("interrupted while a write waits, still ends, with the interruption", () =>
+      Effect.gen(function*() {
+        const log: Array<string> = []
+        const writing = yield* Deferred.make<void>()
+        const fiber = yield* Effect.fork(pullEach(recoverWith(pulled([[1], [2]], log), recovery(log)), () => {
+          Deferred.unsafeDone(writing, Exit.void)
+          return Effect.never
+        }))
+        yield* Deferred.await(writing)
+        yield* Fiber.interrupt(fiber)
+        expect(log).toEqual(["ended interrupted"])
+      }))
+  })
 })

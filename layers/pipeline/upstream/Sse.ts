@@ -1,9 +1,10 @@
 // Server-sent events read from an upstream body (the parser all three HTTP adapters share), plus the
 // helpers that turn provider events into OpenAI chat chunks, detect a truncated stream, and read message text.
-import { Channel, Chunk, type Clock, Effect, Either, Option, Stream } from "effect"
+import { Chunk, type Clock, Effect, Either, Option, type Stream } from "effect"
 import { StringDecoder } from "node:string_decoder"
 import type { ChatChunk, ChatCompletion, ChatMessage, ToolCall, Usage } from "../../../schemas/Chat.js"
 import { objectId } from "../../lib/Ids.js"
+import { pulledStream } from "../../lib/StreamPull.js"
 import { logUpstreamFailure } from "./FailureLog.js"
 import { type ByteSource, withoutBom } from "./Http.js"
 import { defaultUpstreamLimits } from "./Limits.js"
@@ -145,8 +146,9 @@ export interface SseHooks<A = ChatChunk> extends Partial<Pick<UpstreamCall, "onE
 
 /**
  * A provider's SSE body as chat chunks, up to its terminator: read, parsed and translated in one
- * stage, a network read at a time (every Effect Stream stage costs on each stream run and each
- * batch, so reading, parsing, translating and stopping are one stage, not a stage each). Reaching
+ * pull, a network read at a time (a pulled stream, layers/lib/StreamPull.ts: every Effect Stream
+ * stage costs on each stream run and each batch, so reading, parsing, translating and stopping
+ * are one pull, not a stage each). Reaching
  * the terminator stops reading, and the body is closed (the upstream request aborted) whenever
  * the stream ends; input that ends before the terminator fails with `truncatedError` after the
  * chunks received, so a drop mid-stream always surfaces as an UpstreamError; a failing event
@@ -225,27 +227,21 @@ export const sseChunks = <A = ChatChunk>(
         return out.length > 0 ? Effect.succeed(Chunk.unsafeFromArray(out)) : ending() ?? Effect.succeed(Chunk.empty())
       })
     )
-    // A channel written out rather than Stream.repeatEffectChunkOption, which wraps every pull's
-    // result in an Option and a tuple and catches its end as a failure (hot-path rule "few
-    // stream stages", docs/performance.md).
-    const batches: Channel.Channel<Chunk.Chunk<A>, unknown, UpstreamError, unknown, void, unknown> = Channel.unwrap(
-      Effect.map(pull, (batch) => batch === undefined ? Channel.void : Channel.flatMap(Channel.write(batch), () => batches))
-    )
     /** The stream that starts with the first batch (undefined: the body ended cleanly without chunks). */
     const startingWith = (batch: Chunk.Chunk<A> | undefined): Stream.Stream<A, UpstreamError> => {
       started = true
       // A short answer is often whole in the first read: then that batch is the stream, with no
       // pull of its end to run.
-      const channel = batch === undefined
-        ? batches
-        : done && failure === undefined
-        ? Channel.write(batch)
-        : Channel.flatMap(Channel.write(batch), () => batches)
-      // Complete: the terminator was read (not a failure, not an end before it).
-      return Stream.fromChannel(channel).pipe(Stream.ensuringWith((exit) => {
-        const closed = body.close(done && failure === undefined)
-        return onEnd === undefined ? closed : Effect.zipRight(closed, onEnd(exit))
-      }))
+      const whole = batch !== undefined && done && failure === undefined
+      return pulledStream({
+        first: batch,
+        rest: whole ? undefined : pull,
+        end: (exit) => {
+          // Complete: the terminator was read (not a failure, not an end before it).
+          const closed = body.close(done && failure === undefined)
+          return onEnd === undefined ? closed : Effect.zipRight(closed, onEnd(exit))
+        }
+      })
     }
     /** Pulls until the first chunks are in hand (or the body ended cleanly without any). */
     const first: Effect.Effect<Stream.Stream<A, UpstreamError>, UpstreamError> = Effect.flatMap(
