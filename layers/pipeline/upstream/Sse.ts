@@ -148,11 +148,10 @@ export interface SseHooks<A = ChatChunk> extends Partial<Pick<UpstreamCall, "onE
  * A provider's SSE body as chat chunks, up to its terminator: read, parsed and translated in one
  * pull, a network read at a time (a pulled stream, layers/lib/StreamPull.ts: every Effect Stream
  * stage costs on each stream run and each batch, so reading, parsing, translating and stopping
- * are one pull, not a stage each). Reaching
- * the terminator stops reading, and the body is closed (the upstream request aborted) whenever
- * the stream ends; input that ends before the terminator fails with `truncatedError` after the
- * chunks received, so a drop mid-stream always surfaces as an UpstreamError; a failing event
- * comes after the chunks of the events before it.
+ * are one pull, not a stage each). Reaching the terminator stops reading, and the body is closed
+ * (the upstream request aborted) whenever the stream ends; input that ends before the terminator
+ * fails with `truncatedError` after the chunks received, so a drop mid-stream always surfaces as
+ * an UpstreamError; a failing event comes after the chunks of the events before it.
  *
  * The effect succeeds once the first chunks are in hand (or the body ended cleanly without any):
  * a failure before them (an error event, a line past `maxLineLength`, a drop) fails the attempt
