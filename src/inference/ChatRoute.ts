@@ -104,10 +104,15 @@ const send = (res: ServerResponse, reply: Reply, exchange: HttpExchange, underLo
     // upstream's terminator was read) waits in the corked socket for the end, which follows as
     // soon as the call's settlement is on record: one socket write instead of two per short
     // answer (hot-path rule "keep the upstream's batches; one write per answer",
-    // docs/performance.md). A lone request keeps its first byte early. Earlier batches go out at once.
+    // docs/performance.md). Earlier batches go out at once. A lone request's batches go out as
+    // they are written: node:http holds a chunked write in the corked socket until the next tick,
+    // which would come only after the settlement's work and its record's write.
     return pullEach(reply.chunks, (batch) => {
-      if (reply.terminated() && !res.writableCorked && underLoad()) res.cork()
-      if (res.write(sseText(batch, chatEvent))) return undefined
+      const load = underLoad()
+      if (reply.terminated() && !res.writableCorked && load) res.cork()
+      const room = res.write(sseText(batch, chatEvent))
+      if (!load) res.uncork()
+      if (room) return undefined
       // A corked socket drains only once uncorked: a batch past its buffer goes out now.
       if (res.writableCorked) res.uncork()
       return drained(res)
