@@ -6,6 +6,7 @@
 import type { PgClient } from "@effect/sql-pg"
 import { Config, Effect, Redacted } from "effect"
 import type { Redis } from "ioredis"
+import { redisScript, runRedisScript } from "../lib/RedisScripts.js"
 import { type Settlement, settlementJson } from "./Settlement.js"
 
 export interface RecordStore {
@@ -55,6 +56,26 @@ export const postgresRecordStore = (sql: PgClient.PgClient, instanceId: string, 
 })
 
 /**
+ * Writes and deletes an instance's records: KEYS = the set of instances, the instance's hash;
+ * ARGV = the instance, the number of records n, n pairs of id and record, then the ids to delete.
+ * The instance is named with every record: a sweeper that took it for dead (a lost lock
+ * connection) removed it from the set with its records. In slices: `unpack` is bounded by Lua's
+ * stack (an even slice keeps the pairs whole).
+ */
+const WRITE_RECORDS = redisScript(`
+local function sliced(command, from, to)
+  for i = from, to, 1000 do redis.call(command, KEYS[2], unpack(ARGV, i, math.min(i + 999, to))) end
+end
+local n = tonumber(ARGV[2])
+if n > 0 then
+  redis.call('SADD', KEYS[1], ARGV[1])
+  sliced('HSET', 3, 2 + 2 * n)
+end
+sliced('HDEL', 3 + 2 * n, #ARGV)
+return 1
+`)
+
+/**
  * Redis: the set `<prefix>instances` names the instances that may hold records, the hash
  * `<prefix>{instance}` holds an instance's records by id. The prefix carries the database's
  * identity (migration 0011): gateways on other databases sharing the Redis never see each
@@ -71,15 +92,19 @@ export const redisRecordStore = (redis: Redis, databaseId: string, instanceId: s
       return failed === undefined ? Effect.void : Effect.fail(failed[0])
     })
   return {
+    // One script, not a pipeline, on this path taken by every call: ioredis gives each pipeline
+    // a hidden class of its own (a per-instance `length` getter), which kept the pipeline and its
+    // records alive through every scavenge until a full collection (docs/performance.md, hot-path
+    // rule "no hidden class per call").
     write: (inserts, deletes) =>
-      Effect.suspend(() => {
-        const pipeline = redis.pipeline()
-        // Named with every insert: a sweeper that took this instance for dead (a lost lock
-        // connection) removed it from the set with its records.
-        if (inserts.length > 0) pipeline.sadd(instances, instanceId).hset(own, ...inserts.flatMap((s) => [s.id, settlementJson(s)]))
-        if (deletes.length > 0) pipeline.hdel(own, ...deletes)
-        return run(pipeline)
-      }),
+      Effect.tryPromise(() =>
+        runRedisScript(redis, WRITE_RECORDS, [instances, own], [
+          instanceId,
+          inserts.length,
+          ...inserts.flatMap((s) => [s.id, settlementJson(s)]),
+          ...deletes
+        ])
+      ).pipe(Effect.asVoid),
     others: Effect.map(Effect.tryPromise(() => redis.smembers(instances)), (all) => all.filter((i) => i !== instanceId)),
     recordsOf: (instance) => Effect.tryPromise(() => redis.hvals(hashOf(instance))),
     dropAll: (instance) => run(redis.pipeline().del(hashOf(instance)).srem(instances, instance)),
