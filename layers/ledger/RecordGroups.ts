@@ -4,7 +4,7 @@
 // they ride with the next records. Each round trip to the store costs the instance a socket write
 // and read plus the client's work, whatever it carries, so under load fewer and fuller writes
 // are most of what records cost (docs/decisions.md "Settlement").
-import { Deferred, Effect, Exit, FiberId, Schedule } from "effect"
+import { Effect, Schedule } from "effect"
 import { makeLinger } from "../lib/Linger.js"
 import type { Settlement } from "./Settlement.js"
 
@@ -46,9 +46,14 @@ export interface RecordGroups {
 }
 
 export const makeRecordGroups = ({ lingerMs, quietFailure, waitMs, write }: RecordGroupOptions): RecordGroups => {
-  /** Records to write (by id: a final settlement replaces its cut) and to delete with the next group. */
-  const opens = new Map<string, Settlement>()
-  const closes = new Set<string>()
+  /**
+   * Records to write (by id: a final settlement replaces its cut) and to delete with the next
+   * group. Each write takes them and starts new ones, never `clear()`s them: a cleared Map keeps
+   * its old table, and once the Map is in the old generation that table's references to the
+   * young settlements kept them through every scavenge until the next full collection.
+   */
+  let opens = new Map<string, Settlement>()
+  let closes = new Set<string>()
   /** Calls followed and not yet settled or dropped: records that may still join the next write. */
   let running = 0
   /** The writer's wait for the records of calls still running (or, deletes alone, for any record). */
@@ -65,16 +70,19 @@ export const makeRecordGroups = ({ lingerMs, quietFailure, waitMs, write }: Reco
   let reported = false
   // Each answer waits for exactly the write that carries its record: `nextWrite` is done once
   // the write that takes the records put since the last one started is done, `inFlight` once the
-  // write under way is (one wake-up per answer, not one per write it sees go by).
-  let nextWrite = Deferred.unsafeMake<void>(FiberId.none)
-  let inFlight: Deferred.Deferred<void> | undefined
-  let work = Deferred.unsafeMake<void>(FiberId.none)
+  // write under way is (one wake-up per answer, not one per write it sees go by). Latches, not
+  // Deferreds: a Deferred is built by an object spread, and each one costs V8 four new hidden
+  // classes (hot-path rule "no hidden class per call", docs/performance.md).
+  let nextWrite = Effect.unsafeMakeLatch(false)
+  let inFlight: Effect.Latch | undefined
+  /** Open while there is work for the writer. */
+  const work = Effect.unsafeMakeLatch(false)
   const stopWaiting = () => {
     if (failing) return
     failing = true
-    if (inFlight !== undefined) Deferred.unsafeDone(inFlight, Exit.void)
-    Deferred.unsafeDone(nextWrite, Exit.void)
-    nextWrite = Deferred.unsafeMake<void>(FiberId.none)
+    inFlight?.unsafeOpen()
+    nextWrite.unsafeOpen()
+    nextWrite = Effect.unsafeMakeLatch(false)
   }
 
   /**
@@ -94,14 +102,14 @@ export const makeRecordGroups = ({ lingerMs, quietFailure, waitMs, write }: Reco
 
   /** One write: what was opened and closed since the last one, in one round trip. */
   const writeGroup = Effect.gen(function*() {
-    work = Deferred.unsafeMake<void>(FiberId.none)
+    work.unsafeClose()
     const written = nextWrite
     inFlight = written
-    nextWrite = Deferred.unsafeMake<void>(FiberId.none)
+    nextWrite = Effect.unsafeMakeLatch(false)
     const inserts = [...opens.values()]
     const deletes = [...closes]
-    opens.clear()
-    closes.clear()
+    opens = new Map()
+    closes = new Set()
     const slow = setTimeout(stopWaiting, waitMs)
     yield* write(inserts, deletes).pipe(
       Effect.tapError((e) =>
@@ -120,10 +128,10 @@ export const makeRecordGroups = ({ lingerMs, quietFailure, waitMs, write }: Reco
     clearTimeout(slow)
     failing = closed
     inFlight = undefined
-    Deferred.unsafeDone(written, Exit.void)
+    written.unsafeOpen()
   })
 
-  const wake = () => Deferred.unsafeDone(work, Exit.void)
+  const wake = () => work.unsafeOpen()
 
   return {
     follow: () => {
@@ -142,7 +150,7 @@ export const makeRecordGroups = ({ lingerMs, quietFailure, waitMs, write }: Reco
       closes.delete(settlement.id)
       wake()
       if (deletesOnly || running === 0) linger.cut()
-      return failing ? Effect.void : Deferred.await(nextWrite)
+      return failing ? Effect.void : nextWrite.await
     },
     remove: (id) => {
       if (opens.delete(id)) return // never written
@@ -153,7 +161,7 @@ export const makeRecordGroups = ({ lingerMs, quietFailure, waitMs, write }: Reco
       for (const id of ids) closes.add(id)
       if (ids.length > 0) wake()
     },
-    writer: Effect.forever(Effect.suspend(() => Deferred.await(work)).pipe(Effect.zipRight(gather), Effect.zipRight(writeGroup))),
+    writer: Effect.forever(work.await.pipe(Effect.zipRight(gather), Effect.zipRight(writeGroup))),
     closing: () => {
       closed = true
       stopWaiting()

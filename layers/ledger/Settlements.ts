@@ -10,7 +10,7 @@
 // disk: every one without call records, and with them only while the writer is stuck.
 import type { SqlError } from "@effect/sql/SqlError"
 import { PgClient } from "@effect/sql-pg"
-import { BigDecimal, Cause, Chunk, Clock, Deferred, Duration, Effect, Exit, FiberId, Layer, Option, Queue, Schedule } from "effect"
+import { BigDecimal, Cause, Chunk, Clock, Duration, Effect, Layer, Option, Queue, Schedule } from "effect"
 import { isDatabaseOutage, isDeadlock, isQueryCanceled } from "../lib/SqlErrors.js"
 import { shutdownTimeout } from "../lib/StopTimes.js"
 import { BudgetLedger } from "./BudgetLedger.js"
@@ -91,8 +91,8 @@ export class Settlements extends Effect.Service<Settlements>()("gateway/Settleme
     /** The last sequence number given to an entry, and the last the writer is past (written, or given up). */
     let lastSeq = 0
     let writtenThrough = 0
-    /** Completed, and replaced, each time the writer is past a group: what waiters wait for. */
-    let progress = Deferred.unsafeMake<void>(FiberId.none)
+    /** Opened, and replaced, each time the writer is past a group: what waiters wait for. */
+    let progress = Effect.unsafeMakeLatch(false)
     /** The writer's wait for more settlements, cut short by a reader in haste or a full group. */
     const linger = makeLinger()
     /** A reader asked for haste while the writer was not lingering: its next group does not wait. */
@@ -276,8 +276,8 @@ export class Settlements extends Effect.Service<Settlements>()("gateway/Settleme
     }
     const wakeWaiters = () => {
       const done = progress
-      progress = Deferred.unsafeMake<void>(FiberId.none)
-      Deferred.unsafeDone(done, Exit.void)
+      progress = Effect.unsafeMakeLatch(false)
+      done.unsafeOpen()
     }
 
     /** Waits until the entry with sequence number `seq` is committed, unless the writer is stuck (`degraded`). */
@@ -285,7 +285,7 @@ export class Settlements extends Effect.Service<Settlements>()("gateway/Settleme
       Effect.suspend(() => {
         if (writtenThrough >= seq || degraded) return Effect.void
         hurryWriter() // an answer waits: no point gathering more
-        return Effect.zipRight(Deferred.await(progress), awaitCommitted(seq))
+        return Effect.zipRight(progress.await, awaitCommitted(seq))
       })
 
     /** Waits until the writer is past the entry with sequence number `seq`. */
@@ -293,7 +293,7 @@ export class Settlements extends Effect.Service<Settlements>()("gateway/Settleme
       Effect.suspend(() => {
         if (writtenThrough >= seq) return Effect.void
         hurryWriter() // someone waits: no point gathering more
-        return Effect.zipRight(Deferred.await(progress), awaitWritten(seq))
+        return Effect.zipRight(progress.await, awaitWritten(seq))
       })
 
     const awaitAll = (entries: Iterable<Entry>) =>

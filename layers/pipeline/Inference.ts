@@ -171,7 +171,7 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
     // per-call function (`(x) => Effect.gen(function*() {...})`): V8 gives each new generator
     // function a map of its own when it first runs, maps live in the old generation, and the
     // map keeps the function and all it closes over (the request) alive through every scavenge
-    // until the next full collection (hot-path rule "generators made once", docs/performance.md).
+    // until the next full collection (hot-path rule "no hidden class per call", docs/performance.md).
     /** One read of the admission snapshot, with this instance's queued settlements it does not include yet. */
     const readEntry = Effect.fnUntraced(function*(platformId: string, endUserId: string | null, model: string) {
       const loadedAt = Date.now()
@@ -569,7 +569,8 @@ export class Inference extends Effect.Service<Inference>()("gateway/Inference", 
       const chunks = yield* openStream(
         admitted,
         tally,
-        (c, attempt, onEnd) => adapters.get(c.kind).stream({ ...attempt, step: tally.relabel, onEnd, onTerminator: tally.noteTerminator })
+        // Object.assign, not a spread: properties added after a spread cost V8 a new hidden class each (hot-path rule "no hidden class per call")
+        (c, attempt, onEnd) => adapters.get(c.kind).stream(Object.assign({}, attempt, { step: tally.relabel, onEnd, onTerminator: tally.noteTerminator }))
       )
       // The drop was noted (and settled) by `ended`, which runs before this handler.
       const body = recoverWith(chunks, (error) => {

@@ -109,7 +109,7 @@ export class ProviderRouter extends Effect.Service<ProviderRouter>()("gateway/Pr
       }
       return yield* new BadGateway({ code: "upstream_error", message: upstreamFailureMessage(last) })
     })
-    // The generator is defined once (tryInOrder), not per call (hot-path rule "generators made once").
+    // The generator is defined once (tryInOrder), not per call (hot-path rule "no hidden class per call").
     const route = <A>(
       ordered: ReadonlyArray<Candidate>,
       attempt: (candidate: Candidate) => Effect.Effect<A, UpstreamError>

@@ -35,7 +35,7 @@ export const AuthenticationLive = Layer.effect(
     return {
       // The raw header is read again so a malformed one (not "Bearer <key>") is told apart.
       // One generator for every request (a generator function made per call would keep each
-      // request's closure alive until a full collection: hot-path rule "generators made once").
+      // request's closure alive until a full collection: hot-path rule "no hidden class per call").
       bearer: Effect.fnUntraced(function*() {
         const request = yield* HttpServerRequest.HttpServerRequest
         const principal = yield* keyAuth.authenticate(request.headers.authorization)

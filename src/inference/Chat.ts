@@ -28,7 +28,7 @@ export const SSE_DONE = "data: [DONE]\n\n"
 
 export const makeChat = Effect.gen(function*() {
   const inference = yield* Inference
-  // Made once (hot-path rule "generators made once", docs/performance.md).
+  // Made once (hot-path rule "no hidden class per call", docs/performance.md).
   return Effect.fnUntraced(function*(caller: Caller, payload: ChatRequestBody) {
     const hosted = (payload.tools ?? []).findIndex((t) => t.type === "mcp")
     if (hosted >= 0) {

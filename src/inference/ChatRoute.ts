@@ -73,12 +73,29 @@ export const notJson = (cause: unknown) =>
     message: `The request body is not valid JSON${cause instanceof Error ? `: ${cause.message}` : ""}`
   })
 
-/** A JSON answer (its id headers among `headers`); an answer (200) carries its Server-Timing too. */
-export const writeJson = (res: ServerResponse, status: number, headers: Record<string, string>, json: string, exchange: HttpExchange) =>
+/**
+ * Response headers from several sets, later sets winning. Built up, never spread: V8 gives an
+ * object made by a spread a hidden class of its own, and each property added after it a new one,
+ * a few microseconds each (hot-path rule "no hidden class per call", docs/performance.md).
+ */
+export const headersOf = (...sets: ReadonlyArray<Readonly<Record<string, string | number>>>) => {
+  const head: Record<string, string | number> = {}
+  for (const set of sets) for (const name in set) head[name] = set[name]!
+  return head
+}
+
+/** A JSON answer with `headers` and the request's `ids`; an answer (200) carries its Server-Timing too. */
+export const writeJson = (
+  res: ServerResponse,
+  status: number,
+  headers: Record<string, string>,
+  ids: Record<string, string>,
+  json: string,
+  exchange: HttpExchange
+) =>
   Effect.sync(() => {
-    const head: Record<string, string | number> = { ...headers, "content-type": "application/json", "content-length": Buffer.byteLength(json) }
-    if (status === 200) head["server-timing"] = serverTiming(exchange)
-    res.writeHead(status, head)
+    const body = { "content-type": "application/json", "content-length": Buffer.byteLength(json) }
+    res.writeHead(status, status === 200 ? headersOf(headers, ids, body, { "server-timing": serverTiming(exchange) }) : headersOf(headers, ids, body))
     res.end(json)
   })
 
@@ -91,15 +108,10 @@ export const writeJson = (res: ServerResponse, status: number, headers: Record<s
  * have run before the answer ends.
  */
 const send = (res: ServerResponse, reply: Reply, exchange: HttpExchange, underLoad: () => boolean): Effect.Effect<void> => {
-  if ("json" in reply) return writeJson(res, reply.status, { ...reply.headers, "x-request-id": exchange.id }, reply.json, exchange)
+  const ids = { "x-request-id": exchange.id }
+  if ("json" in reply) return writeJson(res, reply.status, reply.headers, ids, reply.json, exchange)
   return Effect.suspend(() => {
-    res.writeHead(200, {
-      ...reply.headers,
-      ...sseHeaders,
-      "server-timing": serverTiming(exchange),
-      "x-request-id": exchange.id,
-      "content-type": "text/event-stream"
-    })
+    res.writeHead(200, headersOf(reply.headers, sseHeaders, ids, { "server-timing": serverTiming(exchange), "content-type": "text/event-stream" }))
     // The chunks cannot fail: the pull ends with the stream. Under load, the last batch (the
     // upstream's terminator was read) waits in the corked socket for the end, which follows as
     // soon as the call's settlement is on record: one socket write instead of two per short

@@ -56,7 +56,7 @@ export const InferenceLive = HttpApiBuilder.group(GatewayApi, "inference", (hand
     const display = yield* DisplayLedger
     const chat = yield* makeChat
     const embeddings = yield* Embeddings
-    // The runtime handlers' generators are made once, here (hot-path rule "generators made once",
+    // The runtime handlers' generators are made once, here (hot-path rule "no hidden class per call",
     // docs/performance.md).
     const listModels = Effect.fnUntraced(function*() {
       const principal = yield* runtimePrincipal

@@ -21,7 +21,7 @@ import { apiErrorOf, checkedBody } from "../http/ErrorMapping.js"
 import type { FrontRoute } from "../http/DrainingServer.js"
 import { readNodeBody } from "../http/RequestBody.js"
 import { rateLimitHeaders, refusal, runtimeCaller, sseHeaders, sseText } from "./Answers.js"
-import { drained, endStarted, notJson, serverSpan, writeJson } from "./ChatRoute.js"
+import { drained, endStarted, headersOf, notJson, serverSpan, writeJson } from "./ChatRoute.js"
 
 /** Anthropic's error type for each status the gateway answers (docs/decisions.md, "Messages API"). */
 const ERROR_TYPES: Readonly<Record<number, string>> = {
@@ -92,9 +92,9 @@ const authorizationOf = (req: IncomingMessage): string | undefined => {
 /** Writes a JSON reply, or streams the events (waiting for the socket to drain when it must); every reply carries the request's id. */
 const send = (res: ServerResponse, reply: Reply, exchange: HttpExchange): Effect.Effect<void> => {
   const ids = { "x-request-id": exchange.id, "request-id": exchange.id }
-  if ("json" in reply) return writeJson(res, reply.status, { ...reply.headers, ...ids }, reply.json, exchange)
+  if ("json" in reply) return writeJson(res, reply.status, reply.headers, ids, reply.json, exchange)
   return Effect.suspend(() => {
-    res.writeHead(200, { ...reply.headers, ...sseHeaders, ...ids, "server-timing": serverTiming(exchange), "content-type": "text/event-stream" })
+    res.writeHead(200, headersOf(reply.headers, sseHeaders, ids, { "server-timing": serverTiming(exchange), "content-type": "text/event-stream" }))
     return pullEach(reply.events, (batch) => res.write(sseText(batch, sseEvent)) ? undefined : drained(res))
   }).pipe(
     Effect.zipRight(Effect.sync(() => res.end())),

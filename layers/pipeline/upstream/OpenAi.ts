@@ -78,17 +78,23 @@ const usage = (u: typeof UsageWire.Type): Usage => ({
   total_tokens: u.total_tokens ?? u.prompt_tokens + u.completion_tokens
 })
 
-// stream_options is only legal with stream: true, so a non-stream call drops both.
-const requestBody = (call: UpstreamCall, stream: boolean) => {
-  const { stream: _stream, stream_options: _options, ...rest } = call.request
-  const base = { ...rest, model: call.providerModelId }
-  return stream ? { ...base, stream: true, stream_options: { include_usage: true } } : base
+// stream_options is only legal with stream: true, so a non-stream call drops both. Built up, not
+// spread (hot-path rule "no hidden class per call", docs/performance.md).
+export const upstreamRequestBody = (call: UpstreamCall, stream: boolean) => {
+  const body: Record<string, unknown> = {}
+  for (const [key, value] of Object.entries(call.request)) if (key !== "stream" && key !== "stream_options") body[key] = value
+  body.model = call.providerModelId
+  if (stream) {
+    body.stream = true
+    body.stream_options = { include_usage: true }
+  }
+  return body
 }
 
 const post = (call: UpstreamCall, stream: boolean) => ({
   url: joinUrl(call.baseUrl, "/chat/completions"),
   headers: mergeHeaders(call.headers, { authorization: `Bearer ${call.apiKey}` }),
-  body: requestBody(call, stream),
+  body: upstreamRequestBody(call, stream),
   timeoutMs: call.timeoutMs
 })
 
