@@ -94,8 +94,9 @@ export const writeJson = (
   exchange: HttpExchange
 ) =>
   Effect.sync(() => {
-    const body = { "content-type": "application/json", "content-length": Buffer.byteLength(json) }
-    res.writeHead(status, status === 200 ? headersOf(headers, ids, body, { "server-timing": serverTiming(exchange) }) : headersOf(headers, ids, body))
+    const head = headersOf(headers, ids, { "content-type": "application/json", "content-length": Buffer.byteLength(json) })
+    if (status === 200) head["server-timing"] = serverTiming(exchange)
+    res.writeHead(status, head)
     res.end(json)
   })
 
